@@ -1,0 +1,23 @@
+"""The PyTorch half of Transformer Explorer: config, transformer, trace, tokenizer, checkpoints.
+
+Nothing in this package imports Qt or anything from ``explorer``.
+"""
+
+from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from model.config import GPTConfig
+from model.tokenizer import Encoding, Tokenizer
+from model.trace import LayerTrace, Trace
+from model.transformer import GPT
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "Encoding",
+    "GPT",
+    "GPTConfig",
+    "LayerTrace",
+    "Tokenizer",
+    "Trace",
+    "load_checkpoint",
+    "save_checkpoint",
+]

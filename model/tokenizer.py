@@ -1,0 +1,183 @@
+"""Tokenizers: a thin wrapper over Hugging Face ``tokenizers`` that also reports character spans.
+
+The project's own tokenizer is word-level (:func:`train_word_tokenizer`): NFKC and lowercase;
+words (with inner apostrophes) and each punctuation mark are tokens; special tokens ``<unk>``
+(id 0) and ``<|endoftext|>`` (id 1). Any ``tokenizers.Tokenizer`` (a character vocabulary,
+GPT-2's byte-level BPE) can be wrapped the same way, and every one is stored as its standard
+tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from tokenizers import Regex, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers.models import WordLevel
+
+UNK = "<unk>"
+EOT = "<|endoftext|>"
+SPECIAL_TOKENS = (UNK, EOT)
+
+# A word with inner apostrophes (don't, lily's), or any single character that is neither a
+# word character nor whitespace (punctuation, symbols, emoji).
+WORD_PATTERN = r"\w+(?:['’]\w+)*|[^\w\s]"
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """Tokens of a text.
+
+    Attributes
+    ----------
+    ids : tuple of int             token ids, in [0, vocab_size).
+    tokens : tuple of str          the vocabulary entry of each id (``<unk>`` for unknowns).
+    spans : tuple of (int, int)    each token's [start, end) character offsets in the text.
+    """
+
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _clean(text: str) -> str:
+    """Replace lone surrogates (which ``tokenizers`` cannot take) one-for-one, keeping offsets."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
+class Tokenizer:
+    """Any ``tokenizers.Tokenizer``, with spans in the original text and a never-raising encode.
+
+    Parameters
+    ----------
+    hf : tokenizers.Tokenizer
+    """
+
+    def __init__(self, hf: HFTokenizer) -> None:
+        self.hf = hf
+        self._id_to_token = {i: t for t, i in hf.get_vocab(with_added_tokens=True).items()}
+        self.unk_id = hf.token_to_id(UNK)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids the tokenizer can produce (its vocabulary with added tokens)."""
+        return self.hf.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> Encoding:
+        """Tokenize ``text``; never raises for any str (emoji, odd whitespace, lone surrogates).
+
+        Returns
+        -------
+        Encoding
+            ids, token strings and [start, end) character spans into ``text``.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, not {type(text).__name__}")
+        clean = _clean(text)
+        enc = self.hf.encode(clean, add_special_tokens=False)
+        spans = []
+        for start, end in enc.offsets:
+            # A span ends before combining marks that normalisation folded into the token.
+            while end < len(text) and unicodedata.combining(text[end]):
+                end += 1
+            spans.append((start, end))
+        tokens = tuple(self.id_to_token(i) for i in enc.ids)
+        return Encoding(ids=tuple(enc.ids), tokens=tokens, spans=tuple(spans))
+
+    def id_to_token(self, token_id: int) -> str:
+        """The vocabulary entry for an id, or ``#id`` for an id outside the vocabulary."""
+        return self._id_to_token.get(int(token_id), f"#{int(token_id)}")
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a vocabulary entry, or None."""
+        return self.hf.token_to_id(token)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text for ids (word tokens joined by spaces for the word-level tokenizer)."""
+        return self.hf.decode(list(ids), skip_special_tokens=False)
+
+    def to_json(self) -> str:
+        """The standard tokenizer.json text."""
+        return self.hf.to_str()
+
+    @classmethod
+    def from_json(cls, text: str) -> "Tokenizer":
+        """Build from tokenizer.json text.
+
+        Raises
+        ------
+        ValueError
+            When the text is not a valid tokenizer.json.
+        """
+        try:
+            return cls(HFTokenizer.from_str(text))
+        except Exception as exc:  # tokenizers raises its own Exception subclasses
+            raise ValueError(f"not a valid tokenizer.json: {exc}") from None
+
+
+def _word_level_skeleton(vocab: dict[str, int] | None = None) -> HFTokenizer:
+    hf = HFTokenizer(WordLevel(vocab=vocab, unk_token=UNK) if vocab else WordLevel(unk_token=UNK))
+    hf.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    hf.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")]
+    )
+    return hf
+
+
+def train_word_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokenizer:
+    """Build the project's word-level tokenizer from texts, most frequent words first.
+
+    Parameters
+    ----------
+    texts : iterable of str
+    vocab_size : int
+        Cap on the vocabulary, special tokens included (>= 3).
+
+    Returns
+    -------
+    Tokenizer
+        ``<unk>`` is id 0, ``<|endoftext|>`` id 1.
+
+    Raises
+    ------
+    ValueError
+        When vocab_size < 3.
+    """
+    if vocab_size < 3:
+        raise ValueError(f"vocab_size must be at least 3, got {vocab_size}")
+    hf = _word_level_skeleton()
+    trainer = trainers.WordLevelTrainer(
+        vocab_size=vocab_size, min_frequency=1, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+    )
+    hf.train_from_iterator(texts, trainer)
+    hf.add_special_tokens(list(SPECIAL_TOKENS))
+    return Tokenizer(hf)
+
+
+def word_tokenizer_from_vocab(itos: Sequence[str], lowercase: bool = True) -> Tokenizer:
+    """A word-level tokenizer with a given id -> word list (same splitting rules as ours).
+
+    Raises
+    ------
+    ValueError
+        When the list has duplicates.
+    """
+    vocab = {w: i for i, w in enumerate(itos)}
+    if len(vocab) != len(itos):
+        raise ValueError("the vocabulary list has duplicate entries")
+    if UNK not in vocab:
+        raise ValueError(f"the vocabulary has no {UNK} entry")
+    hf = _word_level_skeleton(vocab)
+    if not lowercase:
+        hf.normalizer = normalizers.NFKC()
+    hf.add_special_tokens([t for t in SPECIAL_TOKENS if t in vocab])
+    return Tokenizer(hf)

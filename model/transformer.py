@@ -1,0 +1,293 @@
+"""The transformer: a small decoder-only GPT, read top to bottom.
+
+Layout as GPT-2 / nanoGPT (pre-LayerNorm). For token ids t_0 .. t_{T-1}:
+
+    x_i = tok_emb[t_i] + pos_emb[i]                          (learned positional table)
+    per block:  h = LN1(x)
+                q_i = h_i W_Q,  k_i = h_i W_K,  v_i = h_i W_V    (per head, d_head wide)
+                attn_scores_ij = q_i . k_j / sqrt(d_head)        (j <= i; -inf above the diagonal)
+                attn_weights_ij = softmax_j(attn_scores_ij)
+                head_out_i = sum_j attn_weights_ij v_j
+                x = x + concat(heads) W_O
+                x = x + MLP(LN2(x)),  MLP(h) = GELU(h W_in + b_in) W_out + b_out
+    logits = LN_f(x) unembed                                  (unembed = tok_embᵀ when tied)
+
+Scaled dot-product attention is Vaswani et al. 2017, eq. 1. Attention is computed explicitly,
+so the attention weights a trace records are the ones that made the prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.config import GPTConfig
+from model.trace import LayerTrace, Trace
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention with explicit scores and weights.
+
+    ``W_Q``, ``W_K``, ``W_V`` and ``W_O`` are ``nn.Linear(d_model, d_model)``; head h uses
+    rows ``h*d_head:(h+1)*d_head`` of the first three (heads are contiguous groups, as in nanoGPT).
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.d_head = config.d_head
+        d = config.d_model
+        self.W_Q = nn.Linear(d, d, bias=config.qkv_bias)
+        self.W_K = nn.Linear(d, d, bias=config.qkv_bias)
+        self.W_V = nn.Linear(d, d, bias=config.qkv_bias)
+        self.W_O = nn.Linear(d, d, bias=config.linear_bias)
+        n = config.context_length
+        # causal_mask[i, j] is True where query i may attend to key j (j <= i).
+        self.register_buffer(
+            "causal_mask", torch.ones(n, n, dtype=torch.bool).tril(), persistent=False
+        )
+
+    def forward(self, h: torch.Tensor, causal: bool, record: dict | None) -> torch.Tensor:
+        """Attention output after W_O.
+
+        Parameters
+        ----------
+        h : Tensor (B, T, d_model)
+            LN1's output.
+        causal : bool
+            True masks keys after the query (decoder); False lets every query see every key.
+        record : dict or None
+            When a dict, q, k, v, attn_scores, attn_weights and head_out are stored in it.
+
+        Returns
+        -------
+        Tensor (B, T, d_model)
+        """
+        B, T, _ = h.shape
+        q = self.W_Q(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+        k = self.W_K(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+        v = self.W_V(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+        # q, k, v: (B, n_heads, T, d_head)
+        attn_scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_head)  # (B, n_heads, T, T)
+        if causal:
+            attn_scores = attn_scores.masked_fill(~self.causal_mask[:T, :T], float("-inf"))
+        attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, n_heads, T, T)
+        head_out = attn_weights @ v  # (B, n_heads, T, d_head)
+        z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, d_model)
+        if record is not None:
+            record.update(
+                q=q, k=k, v=v, attn_scores=attn_scores, attn_weights=attn_weights,
+                head_out=head_out,
+            )
+        return self.W_O(z)
+
+    def head_weights(self) -> dict[str, np.ndarray]:
+        """Per-head weight matrices, in the course's orientation (q_i = h_i W_Q).
+
+        Returns
+        -------
+        dict
+            ``W_Q``, ``W_K``, ``W_V``: (n_heads, d_model, d_head); ``W_O``: (n_heads, d_head,
+            d_model); float32 numpy copies.
+        """
+        H, dh = self.n_heads, self.d_head
+        out = {}
+        for name in ("W_Q", "W_K", "W_V"):
+            w = getattr(self, name).weight.detach().float()  # (d_model_out, d_model_in)
+            out[name] = w.view(H, dh, -1).transpose(1, 2).numpy().copy()  # (H, d_model, d_head)
+        w_o = self.W_O.weight.detach().float()  # (d_model_out, d_model_in)
+        out["W_O"] = w_o.t().reshape(H, dh, -1).numpy().copy()  # (H, d_head, d_model)
+        return out
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: GELU(h W_in + b_in) W_out + b_out, hidden width d_mlp."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.fc_in = nn.Linear(config.d_model, config.d_mlp, bias=config.linear_bias)
+        self.fc_out = nn.Linear(config.d_mlp, config.d_model, bias=config.linear_bias)
+        self.approximate = "none" if config.gelu == "exact" else "tanh"
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_model) -> (B, T, d_model)."""
+        return self.fc_out(F.gelu(self.fc_in(h), approximate=self.approximate))
+
+
+class Block(nn.Module):
+    """One pre-LayerNorm transformer block: x + Attn(LN1(x)), then + MLP(LN2(x))."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        d, eps, bias = config.d_model, config.ln_eps, config.ln_bias
+        self.ln1 = nn.LayerNorm(d, eps=eps, bias=bias)
+        self.attn = Attention(config)
+        self.ln2 = nn.LayerNorm(d, eps=eps, bias=bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, causal: bool, record: dict | None) -> torch.Tensor:
+        """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict."""
+        h1 = self.ln1(x)
+        attn_out = self.attn(h1, causal, record)
+        resid_mid = x + attn_out
+        h2 = self.ln2(resid_mid)
+        mlp_out = self.mlp(h2)
+        resid_post = resid_mid + mlp_out
+        if record is not None:
+            record.update(
+                ln1=h1, attn_out=attn_out, resid_mid=resid_mid, ln2=h2, mlp_out=mlp_out,
+                resid_post=resid_post,
+            )
+        return resid_post
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer with a full trace of its insides.
+
+    Parameters
+    ----------
+    config : GPTConfig
+
+    Notes
+    -----
+    Weights are initialised as nanoGPT does (normal, std 0.02; residual projections scaled by
+    1/sqrt(2 n_layers)); seed torch first for reproducible weights.
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos_emb = (
+            nn.Embedding(config.context_length, config.d_model)
+            if config.positional_encoding
+            else None
+        )
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(config.d_model, eps=config.ln_eps, bias=config.ln_bias)
+        self.unembed = (
+            None
+            if config.tied_unembed
+            else nn.Linear(config.d_model, config.vocab_size, bias=False)
+        )
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith(("W_O.weight", "fc_out.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def n_params(self) -> int:
+        """Number of parameters (tied weights counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Logits at every position.
+
+        Parameters
+        ----------
+        token_ids : LongTensor (B, T) or (T,), T <= context_length
+
+        Returns
+        -------
+        Tensor (B, T, vocab_size) or (T, vocab_size)
+            Unnormalised next-token scores (nats before softmax).
+
+        Raises
+        ------
+        ValueError
+            When T exceeds context_length.
+        """
+        squeeze = token_ids.dim() == 1
+        ids = token_ids.unsqueeze(0) if squeeze else token_ids
+        logits = self._run(ids, positional_encoding=True, causal=True, records=None)
+        return logits[0] if squeeze else logits
+
+    def _run(
+        self,
+        ids: torch.Tensor,
+        positional_encoding: bool,
+        causal: bool,
+        records: dict | None,
+    ) -> torch.Tensor:
+        """The one forward path behind :meth:`forward` and :meth:`trace`. ids: (B, T)."""
+        T = ids.shape[1]
+        if T > self.config.context_length:
+            raise ValueError(
+                f"{T} tokens exceed the context length of {self.config.context_length}"
+            )
+        tok = self.tok_emb(ids)  # (B, T, d_model)
+        if self.pos_emb is not None and positional_encoding:
+            pos = self.pos_emb(torch.arange(T, device=ids.device))  # (T, d_model)
+            x = tok + pos
+        else:
+            pos = torch.zeros_like(tok[0])
+            x = tok
+        if records is not None:
+            records.update(tok=tok, pos=pos, x=x, blocks=[])
+        for block in self.blocks:
+            layer = {} if records is not None else None
+            x = block(x, causal, layer)
+            if records is not None:
+                records["blocks"].append(layer)
+        h = self.ln_f(x)
+        weight = self.tok_emb.weight if self.unembed is None else self.unembed.weight
+        logits = F.linear(h, weight)  # (B, T, vocab_size)
+        if records is not None:
+            records.update(ln_final=h)
+        return logits
+
+    @torch.no_grad()
+    def trace(
+        self,
+        token_ids: Sequence[int] | np.ndarray | torch.Tensor,
+        *,
+        positional_encoding: bool = True,
+        causal: bool = True,
+    ) -> Trace:
+        """Run the model on one sequence and keep every intermediate.
+
+        Parameters
+        ----------
+        token_ids : sequence of int, length N (any N >= 0)
+            When N > context_length, only the last context_length ids are run and
+            ``Trace.dropped`` says how many were left out.
+        positional_encoding : bool
+            False runs with x_i = e_i (the weights are untouched). No effect on a model
+            built without a positional table.
+        causal : bool
+            False drops the causal mask (every query attends to every key).
+
+        Returns
+        -------
+        Trace
+            Immutable, batch axis removed, float32 numpy on the CPU. With N = 0 every array has
+            T = 0 rows.
+
+        Raises
+        ------
+        ValueError
+            When an id is outside [0, vocab_size).
+        """
+        ids = torch.as_tensor(np.asarray(token_ids, dtype=np.int64).reshape(-1))
+        n_ctx = self.config.context_length
+        dropped = max(0, int(ids.numel()) - n_ctx)
+        ids = ids[dropped:]
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
+            bad = [int(i) for i in ids if not 0 <= int(i) < self.config.vocab_size][0]
+            raise ValueError(f"token id {bad} is outside the vocabulary (0..{self.config.vocab_size - 1})")
+        device = self.tok_emb.weight.device
+        rec: dict = {}
+        logits = self._run(ids.to(device).unsqueeze(0), positional_encoding, causal, rec)
+        uses_pe = positional_encoding and self.pos_emb is not None
+        return Trace.from_records(ids.numpy(), dropped, uses_pe, causal, rec, logits)
