@@ -108,11 +108,11 @@ def _bad_files(tmp_path, path):
     cases["missing tensor"] = (
         _rewrite(path, tmp_path / "miss.safetensors",
                  tensors=lambda t: {k: v for k, v in t.items() if k != "ln_f.bias"}),
-        "missing tensor(s): ln_f.bias",
+        r"missing tensor\(s\): ln_f.bias",
     )
     cases["unexpected"] = (
         _rewrite(path, tmp_path / "extra.safetensors", tensors=lambda t: {**t, "extra.weight": torch.zeros(2)}),
-        "unexpected tensor(s): extra.weight",
+        r"unexpected tensor\(s\): extra.weight",
     )
     cases["shape"] = (
         _rewrite(path, tmp_path / "shape.safetensors", tensors=lambda t: {**t, "ln_f.bias": torch.zeros(3)}),
