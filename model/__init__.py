@@ -6,7 +6,7 @@ Nothing in this package imports Qt or anything from ``explorer``.
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from model.config import GPTConfig
 from model.tokenizer import Encoding, Tokenizer
-from model.trace import LayerTrace, Trace
+from model.records import LayerTrace, Trace
 from model.transformer import GPT
 
 __all__ = [

@@ -1,7 +1,7 @@
-"""The trace: an immutable record of everything the model computed for one input.
+"""The headless command ``python -m model.trace CHECKPOINT TEXT``.
 
-Also the headless command ``python -m model.trace CHECKPOINT TEXT``, which prints the tokens,
-the last position's attention weights and the top next tokens (``--json`` for one JSON object).
+Prints the tokens, the last position's attention weights for each layer and head, and the top
+next tokens with their probabilities (``--json`` for one JSON object with every tensor).
 """
 
 from __future__ import annotations
@@ -9,164 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, fields
-from typing import Iterator, Mapping
 
 import numpy as np
 
+from model.records import LayerTrace, Trace
 
-def _frozen(t) -> np.ndarray:
-    """A read-only float32 numpy copy of a (1, ...) torch tensor, batch axis removed."""
-    a = np.ascontiguousarray(t.detach().to("cpu").float().numpy()[0])
-    a.setflags(write=False)
-    return a
-
-
-@dataclass(frozen=True)
-class LayerTrace:
-    """One block's intermediates. Shapes in config names; T is the number of tokens run.
-
-    Attributes
-    ----------
-    ln1 : (T, d_model)        LN1 output, the attention's input h.
-    q, k, v : (n_heads, T, d_head)
-    attn_scores : (n_heads, T, T)   q_i.k_j / sqrt(d_head), -inf where masked (before softmax).
-    attn_weights : (n_heads, T, T)  softmax of attn_scores over keys; rows sum to 1, in [0, 1].
-    head_out : (n_heads, T, d_head) each head's out_i = sum_j a_ij v_j.
-    attn_out : (T, d_model)   heads concatenated, times W_O (plus its bias).
-    resid_mid : (T, d_model)  x + attn_out.
-    ln2 : (T, d_model)        LN2 output, the MLP's input.
-    mlp_out : (T, d_model)
-    resid_post : (T, d_model) the block's output, resid_mid + mlp_out.
-    """
-
-    ln1: np.ndarray
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
-    attn_scores: np.ndarray
-    attn_weights: np.ndarray
-    head_out: np.ndarray
-    attn_out: np.ndarray
-    resid_mid: np.ndarray
-    ln2: np.ndarray
-    mlp_out: np.ndarray
-    resid_post: np.ndarray
-
-
-# Dotted name (TransformerLens style) of each LayerTrace field, relative to ``blocks.N``.
-_LAYER_NAMES = {
-    "ln1": "ln1",
-    "q": "attn.q",
-    "k": "attn.k",
-    "v": "attn.v",
-    "attn_scores": "attn.attn_scores",
-    "attn_weights": "attn.attn_weights",
-    "head_out": "attn.head_out",
-    "attn_out": "attn.out",
-    "resid_mid": "resid_mid",
-    "ln2": "ln2",
-    "mlp_out": "mlp.out",
-    "resid_post": "resid_post",
-}
-
-
-@dataclass(frozen=True)
-class Trace:
-    """Everything the model computed for one sequence: batch axis removed, float32 numpy, CPU.
-
-    Attributes
-    ----------
-    token_ids : (T,) int64        the ids that were run (after cropping to the context).
-    dropped : int                 how many leading ids were cropped away (0 if none).
-    positional_encoding : bool    whether x_i = e_i + p_i (True) or x_i = e_i (False) was used.
-    causal : bool                 whether the causal mask was applied.
-    tok : (T, d_model)            token-embedding rows e_i.
-    pos : (T, d_model)            positional rows p_i (zeros when not used).
-    x : (T, d_model)              the first block's input, e_i + p_i.
-    blocks : tuple of LayerTrace  one per layer.
-    ln_final : (T, d_model)       final LayerNorm output.
-    logits : (T, vocab_size)      next-token scores at every position (nats before softmax).
-    probs : (T, vocab_size)       softmax(logits), rows sum to 1.
-
-    Every array is also reachable by a dotted name: ``trace["blocks.0.attn.attn_weights"]``;
-    :meth:`names` lists them.
-    """
-
-    token_ids: np.ndarray
-    dropped: int
-    positional_encoding: bool
-    causal: bool
-    tok: np.ndarray
-    pos: np.ndarray
-    x: np.ndarray
-    blocks: tuple[LayerTrace, ...]
-    ln_final: np.ndarray
-    logits: np.ndarray
-    probs: np.ndarray
-
-    @classmethod
-    def from_records(cls, token_ids, dropped, positional_encoding, causal, rec, logits) -> "Trace":
-        """Build a trace from the dict of torch tensors that ``GPT._run`` fills."""
-        import torch
-
-        ids = np.asarray(token_ids, dtype=np.int64).copy()
-        ids.setflags(write=False)
-        layers = tuple(
-            LayerTrace(**{name: _frozen(layer[name]) for name in _LAYER_NAMES}) for layer in rec["blocks"]
-        )
-        pos = rec["pos"]
-        return cls(
-            token_ids=ids,
-            dropped=int(dropped),
-            positional_encoding=bool(positional_encoding),
-            causal=bool(causal),
-            tok=_frozen(rec["tok"]),
-            pos=_frozen(pos.unsqueeze(0)),
-            x=_frozen(rec["x"]),
-            blocks=layers,
-            ln_final=_frozen(rec["ln_final"]),
-            logits=_frozen(logits),
-            probs=_frozen(torch.softmax(logits.float(), dim=-1)),
-        )
-
-    @property
-    def n_tokens(self) -> int:
-        """T, the number of tokens run."""
-        return int(self.token_ids.shape[0])
-
-    def named(self) -> Iterator[tuple[str, np.ndarray]]:
-        """Yield (dotted name, array) for every tensor, in model order."""
-        yield "embed.tok", self.tok
-        yield "embed.pos", self.pos
-        yield "embed.x", self.x
-        for i, layer in enumerate(self.blocks):
-            for f in fields(LayerTrace):
-                yield f"blocks.{i}.{_LAYER_NAMES[f.name]}", getattr(layer, f.name)
-        yield "ln_final", self.ln_final
-        yield "logits", self.logits
-        yield "probs", self.probs
-
-    def names(self) -> list[str]:
-        """Every dotted name, in model order."""
-        return [name for name, _ in self.named()]
-
-    def as_dict(self) -> Mapping[str, np.ndarray]:
-        """{dotted name: array} for every tensor (a new dict of the same read-only arrays)."""
-        return dict(self.named())
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        """The array with this dotted name.
-
-        Raises
-        ------
-        KeyError
-            For an unknown name, listing a few valid ones.
-        """
-        for key, value in self.named():
-            if key == name:
-                return value
-        raise KeyError(f"no tensor named {name!r}; try one of {self.names()[:6]} ...")
+__all__ = ["LayerTrace", "Trace", "main"]
 
 
 def _parse_ids(text: str) -> list[int]:
@@ -180,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m model.trace``: trace a checkpoint on a text and print what it computed."""
     from model.checkpoint import CheckpointError, load_any
 
-    p = argparse.ArgumentParser(prog="python -m model.trace", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m model.trace", description="Trace a checkpoint on a text and print what it computed.")
     p.add_argument("checkpoint", help="a checkpoint file (our .safetensors, or a format the app opens)")
     p.add_argument("text", nargs="?", default="", help="the input text")
     p.add_argument("--ids", help="comma-separated token ids instead of text, e.g. 3,17,5")

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.config import GPTConfig
-from model.trace import LayerTrace, Trace
+from model.records import LayerTrace, Trace
 
 
 class Attention(nn.Module):
