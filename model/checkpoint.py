@@ -28,6 +28,40 @@ class CheckpointError(Exception):
     """A checkpoint file could not be read or is not valid; the message names file and problem."""
 
 
+class NeedsInput(CheckpointError):
+    """The file is sound but cannot be opened without something only the user can supply.
+
+    Call :func:`load_any` again with the answer (and every earlier answer): ``n_heads=`` for
+    kind ``"n_heads"``; ``vocab_path=`` (or ``allow_no_tokenizer=True``) for kind ``"vocab"``.
+
+    Parameters
+    ----------
+    message : str
+        What is missing and how to supply it, starting with the file name.
+    kind : str
+        ``"n_heads"`` (heads per block cannot be read from the weights) or ``"vocab"`` (no
+        vocabulary was found for the model).
+    path : path-like
+        The checkpoint file.
+    proposed : int, optional
+        For ``"n_heads"``: the most likely value, to offer as the default.
+    choices : tuple of int
+        For ``"n_heads"``: every value the weights allow (the divisors of d_model).
+    searched : tuple of Path
+        For ``"vocab"``: the places where a vocabulary was looked for.
+    """
+
+    def __init__(self, message: str, *, kind: str, path: str | os.PathLike,
+                 proposed: int | None = None, choices: tuple[int, ...] = (),
+                 searched: tuple[Path, ...] = ()) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.path = Path(path)
+        self.proposed = proposed
+        self.choices = tuple(choices)
+        self.searched = tuple(searched)
+
+
 @dataclass
 class Checkpoint:
     """A loaded model with everything needed to run and describe it.
@@ -38,7 +72,10 @@ class Checkpoint:
     tokenizer : Tokenizer or None  None when no vocabulary is known (tokens are named by id).
     path : Path or None            the file it came from.
     training : dict                training facts from the metadata (steps, losses, command, ...).
-    source_format : str            ``"transformer-explorer"`` or the foreign format it was read from.
+    source_format : str            ``"transformer-explorer"`` or the foreign format it was read from
+                                   (``"nanogpt"``, ``"llms-from-scratch"``).
+    vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
+                                   by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
     """
 
     model: GPT
@@ -46,6 +83,7 @@ class Checkpoint:
     path: Path | None = None
     training: dict[str, Any] = field(default_factory=dict)
     source_format: str = FORMAT_NAME
+    vocab_padding: int = 0
 
     @property
     def config(self) -> GPTConfig:
@@ -86,6 +124,7 @@ def save_checkpoint(
     tokenizer: Tokenizer | None,
     training: dict[str, Any] | None = None,
     dtype: torch.dtype = torch.float32,
+    vocab_padding: int = 0,
 ) -> None:
     """Write a model, its tokenizer and training facts to one ``.safetensors`` file, atomically.
 
@@ -98,6 +137,9 @@ def save_checkpoint(
         JSON-ready facts: steps, train_loss and val_loss (nats per token), command, corpus sha256.
     dtype : torch.dtype
         Storage dtype (float16 for compact snapshots); loading always returns float32.
+    vocab_padding : int
+        Embedding rows past the tokenizer's vocabulary (see :class:`Checkpoint`); recorded so that
+        loading accepts exactly this difference between tokenizer and embedding table.
 
     Raises
     ------
@@ -115,6 +157,8 @@ def save_checkpoint(
     }
     if tokenizer is not None:
         metadata["tokenizer"] = tokenizer.to_json()
+    if vocab_padding:
+        metadata["vocab_padding"] = str(int(vocab_padding))
     atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
 
@@ -216,37 +260,102 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     except (ValueError, TypeError) as exc:
         raise _fail(path, f"bad config: {exc}") from None
     tokenizer = None
+    padding = metadata.get("vocab_padding", "0")
+    if not padding.isdigit():
+        raise _fail(path, f"bad vocab_padding {padding!r} (expected a count of rows)")
+    padding = int(padding)
     if "tokenizer" in metadata:
         try:
             tokenizer = Tokenizer.from_json(metadata["tokenizer"])
         except ValueError as exc:
             raise _fail(path, f"bad tokenizer: {exc}") from None
-        if tokenizer.vocab_size != config.vocab_size:
+        if tokenizer.vocab_size + padding != config.vocab_size:
             raise _fail(
                 path,
-                f"the tokenizer has {tokenizer.vocab_size} words but the embedding table has "
-                f"{config.vocab_size} rows",
+                f"the tokenizer has {tokenizer.vocab_size} words"
+                + (f" (+{padding} padding rows)" if padding else "")
+                + f" but the embedding table has {config.vocab_size} rows",
             )
     try:
         training = json.loads(metadata.get("training", "{}"))
     except ValueError:
         training = {}
     model = build_model(path, config, tensors)
-    return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=training)
+    return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=training,
+                      vocab_padding=padding if tokenizer is not None else 0)
 
 
-def load_any(path: str | os.PathLike, n_heads: int | None = None) -> Checkpoint:
+def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
+    """Write any opened checkpoint (our own or a foreign format) as our ``.safetensors``.
+
+    The tokenizer, the training facts and any vocabulary padding go with it, and the foreign
+    format and file it came from are recorded in the training facts (``imported_from``), so
+    that the result opens directly with :func:`load_checkpoint`.
+
+    Raises
+    ------
+    OSError
+        When the file cannot be written (nothing is left half-written).
+    """
+    training = dict(checkpoint.training)
+    if checkpoint.source_format != FORMAT_NAME and checkpoint.path is not None:
+        training.setdefault(
+            "imported_from", {"format": checkpoint.source_format, "file": checkpoint.path.name}
+        )
+    save_checkpoint(path, checkpoint.model, checkpoint.tokenizer, training=training,
+                    vocab_padding=checkpoint.vocab_padding)
+
+
+def load_any(
+    path: str | os.PathLike,
+    n_heads: int | None = None,
+    *,
+    vocab_path: str | os.PathLike | None = None,
+    allow_no_tokenizer: bool = False,
+) -> Checkpoint:
     """Open any checkpoint format the app knows, recognised from the file's contents.
+
+    Our ``.safetensors``; nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
+    LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``. Foreign files are read with
+    ``torch.load(weights_only=True)`` only (see :mod:`model.interop`).
 
     Parameters
     ----------
     path : path-like
     n_heads : int, optional
-        Heads per block, for formats whose files cannot tell (LLMs-from-scratch state dicts).
+        Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
+        sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.
+    vocab_path : path-like, optional
+        The vocabulary, where it is not found beside the checkpoint: a nanoGPT ``meta.pkl``, a
+        word-vocabulary JSON with an ``itos`` list, a ``tokenizer.json``, or a folder holding
+        GPT-2's ``encoder.json`` and ``vocab.bpe`` (plain or as tiktoken caches them).
+    allow_no_tokenizer : bool
+        True returns the model with ``tokenizer=None`` when no vocabulary is found (tokens are
+        then named by id) instead of raising :class:`NeedsInput`.
+
+    Returns
+    -------
+    Checkpoint
+        ``source_format`` says which format the file was read as.
 
     Raises
     ------
+    NeedsInput
+        When the user must supply ``n_heads`` or a vocabulary (see its ``kind``).
     CheckpointError
-        When no known format fits, or the file is bad.
+        When no known format fits (naming the formats tried and the first keys found), the
+        file is bad, asks to run code, holds a whole pickled model, or its vocabulary size
+        differs from the embedding rows.
     """
-    return load_checkpoint(path)
+    from model.interop import open_foreign, sniff
+
+    path = Path(path)
+    kind = sniff(path)
+    if kind == "safetensors":
+        try:
+            return load_checkpoint(path)
+        except CheckpointError as exc:
+            if "not a Transformer Explorer checkpoint" not in str(exc):
+                raise
+    return open_foreign(path, kind, n_heads=n_heads, vocab_path=vocab_path,
+                        allow_no_tokenizer=allow_no_tokenizer)

@@ -1,0 +1,126 @@
+"""What the foreign-format readers share: their result, key bookkeeping, asking for n_heads."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from model.checkpoint import CheckpointError, NeedsInput
+from model.config import GPTConfig
+from model.tokenizer import Tokenizer
+
+# Heads per block of GPT-2's four sizes (Radford et al. 2019), by d_model.
+GPT2_HEADS = {768: 12, 1024: 16, 1280: 20, 1600: 25}
+
+
+@dataclass
+class Converted:
+    """A foreign checkpoint translated to our config and state-dict names.
+
+    Attributes
+    ----------
+    source_format : str                 e.g. ``"nanogpt"``.
+    config : GPTConfig
+    tensors : dict of str -> Tensor     our state-dict names (see model/transformer.py).
+    training : dict                     JSON-ready facts (steps, val_loss, dataset, ...).
+    find_tokenizer : callable           () -> (Tokenizer or None, places searched).
+    """
+
+    source_format: str
+    config: GPTConfig
+    tensors: dict[str, torch.Tensor]
+    training: dict[str, Any] = field(default_factory=dict)
+    find_tokenizer: Callable[[], tuple[Tokenizer | None, list[Path]]] = lambda: (None, [])
+
+
+class Keys:
+    """A foreign state dict whose entries are taken one by one; leftovers are an error."""
+
+    def __init__(self, path: Path, fmt: str, tensors: dict[str, Any]) -> None:
+        self.path, self.fmt = path, fmt
+        bad = [k for k, v in tensors.items() if not isinstance(v, torch.Tensor)]
+        if bad:
+            raise CheckpointError(f"{path.name}: entry {bad[0]!r} of the {fmt} state_dict is not a tensor")
+        self.left = dict(tensors)
+
+    def has(self, key: str) -> bool:
+        return key in self.left
+
+    def peek(self, key: str) -> torch.Tensor:
+        """The tensor under ``key`` without taking it."""
+        if key not in self.left:
+            raise CheckpointError(f"{self.path.name}: the {self.fmt} state_dict has no {key}")
+        return self.left[key]
+
+    def take(self, key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        """Remove and return ``key``, checking its shape when given."""
+        t = self.peek(key)
+        del self.left[key]
+        if shape is not None and tuple(t.shape) != shape:
+            raise CheckpointError(
+                f"{self.path.name}: {key} has shape {tuple(t.shape)}, expected {shape}"
+            )
+        return t
+
+    def take_opt(self, key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor | None:
+        return self.take(key, shape) if key in self.left else None
+
+    def layers(self, prefix: str) -> int:
+        """How many blocks ``prefix.N.`` there are (N must run 0..n-1)."""
+        found = {int(m.group(1)) for k in self.left if (m := re.match(re.escape(prefix) + r"\.(\d+)\.", k))}
+        if not found:
+            raise CheckpointError(f"{self.path.name}: the {self.fmt} state_dict has no {prefix}.0 block")
+        if found != set(range(len(found))):
+            raise CheckpointError(f"{self.path.name}: blocks {sorted(found)} are not numbered 0..{len(found) - 1}")
+        return len(found)
+
+    def finish(self) -> None:
+        """Raise when entries remain that the reader did not understand."""
+        if self.left:
+            names = ", ".join(sorted(self.left)[:5])
+            raise CheckpointError(f"{self.path.name}: unexpected tensor(s) in a {self.fmt} file: {names}")
+
+
+def divisors(n: int) -> tuple[int, ...]:
+    return tuple(h for h in range(1, n + 1) if n % h == 0)
+
+
+def propose_n_heads(d_model: int) -> int:
+    """GPT-2's heads for its sizes; otherwise the divisor of d_model nearest d_model / 64."""
+    if d_model in GPT2_HEADS:
+        return GPT2_HEADS[d_model]
+    target = max(1.0, d_model / 64)
+    return min(divisors(d_model), key=lambda h: (abs(h - target), h))
+
+
+def needs_n_heads(path: Path, d_model: int, hint: str) -> NeedsInput:
+    """The question to ask when heads per block cannot be read from a file."""
+    proposed = propose_n_heads(d_model)
+    return NeedsInput(
+        f"{path.name}: the number of attention heads cannot be read from the weights "
+        f"(d_model {d_model}; a wrong guess would load and give wrong numbers). {hint} "
+        f"Likely: {proposed}.",
+        kind="n_heads", path=path, proposed=proposed, choices=divisors(d_model),
+    )
+
+
+def check_n_heads(path: Path, n_heads: Any, d_model: int, source: str) -> int:
+    """``n_heads`` as an int that divides d_model, or a CheckpointError naming its source."""
+    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1 or d_model % n_heads:
+        raise CheckpointError(
+            f"{path.name}: n_heads {n_heads!r} ({source}) does not divide d_model {d_model}; "
+            f"possible values: {', '.join(map(str, divisors(d_model)))}"
+        )
+    return n_heads
+
+
+def make_config(path: Path, **fields: Any) -> GPTConfig:
+    """GPTConfig(**fields), its ValueError turned into a CheckpointError naming the file."""
+    try:
+        return GPTConfig(**fields)
+    except ValueError as exc:
+        raise CheckpointError(f"{path.name}: {exc}") from None
