@@ -1,0 +1,105 @@
+"""Next-token probabilities: temperature, top-k and entropy (no Qt here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """Next-token probabilities softmax(logits / temperature).
+
+    Parameters
+    ----------
+    logits : (vocab_size,) array
+        Unnormalised scores in nats (one row of ``Trace.logits``).
+    temperature : float
+        >= 0. 1 gives the model's own probabilities; 0 is greedy: probability 1 on the argmax
+        (the first one on ties) and 0 elsewhere.
+
+    Returns
+    -------
+    (vocab_size,) float64 array in [0, 1] summing to 1.
+
+    Raises
+    ------
+    ValueError
+        When temperature is negative or not finite.
+    """
+    t = float(temperature)
+    if not np.isfinite(t) or t < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    z = np.asarray(logits, dtype=np.float64)
+    if t == 0.0:
+        out = np.zeros_like(z)
+        if z.size:
+            out[int(np.argmax(z))] = 1.0
+        return out
+    z = z / t
+    z = z - z.max()  # stable softmax: exp never overflows
+    e = np.exp(z)
+    return e / e.sum()
+
+
+def entropy_bits(probs: np.ndarray) -> float:
+    """Shannon entropy H = -sum p log2 p in bits (0 log 0 taken as 0); 0 for an empty array."""
+    p = np.asarray(probs, dtype=np.float64)
+    p = p[p > 0]
+    return float(-(p * np.log2(p)).sum()) if p.size else 0.0
+
+
+@dataclass(frozen=True)
+class TopK:
+    """The k most likely next tokens, most likely first.
+
+    Attributes
+    ----------
+    ids : (k,) int64 array
+    probs : (k,) float64 array, probabilities in [0, 1]
+    entropy : float, entropy of the whole distribution in bits
+    """
+
+    ids: np.ndarray
+    probs: np.ndarray
+    entropy: float
+
+
+def top_k(logits: np.ndarray, k: int, temperature: float = 1.0) -> TopK:
+    """The k most likely next tokens at one position, after temperature.
+
+    Parameters
+    ----------
+    logits : (vocab_size,) array
+    k : int
+        Clamped to [1, vocab_size] (0 results only for an empty vocabulary).
+    temperature : float
+        See :func:`apply_temperature`.
+
+    Raises
+    ------
+    ValueError
+        For a negative temperature.
+    """
+    probs = apply_temperature(logits, temperature)
+    k = max(1, min(int(k), probs.shape[0])) if probs.size else 0
+    order = np.argsort(-probs, kind="stable")[:k]
+    return TopK(ids=order.astype(np.int64), probs=probs[order], entropy=entropy_bits(probs))
+
+
+def append_token(text: str, piece: str, word_level: bool) -> str:
+    """The text with a chosen next token appended.
+
+    Parameters
+    ----------
+    text : str
+    piece : str
+        The token's decoded text (``tokenizer.decode([id])``).
+    word_level : bool
+        True for word tokenizers, where words are separated by a space that the tokens do not
+        carry: a space is inserted before a word that follows a non-space character.
+        Punctuation is appended directly. Subword tokenizers (GPT-2 BPE) carry their own spaces.
+    """
+    if word_level and piece[:1].isalnum() and text and not text[-1].isspace():
+        return text + " " + piece
+    return text + piece

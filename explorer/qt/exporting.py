@@ -1,0 +1,111 @@
+"""File ▸ Export: the current panel as PNG or SVG, the whole trace as .npz, attention weights as CSV."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QRect, QSize
+from PySide6.QtGui import QPainter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QMenu, QWidget
+
+from explorer.core.export import write_attention_csv, write_trace_npz
+from explorer.qt import dialogs
+
+
+def export_png(widget: QWidget, path: str | os.PathLike) -> None:
+    """Save a widget as it is drawn on screen (``QWidget.grab``) to a PNG file.
+
+    Raises
+    ------
+    OSError
+        When the image cannot be written.
+    """
+    if not widget.grab().save(str(path), "PNG"):
+        raise OSError(f"could not write {path}")
+
+
+def export_svg(widget: QWidget, path: str | os.PathLike, title: str = "") -> None:
+    """Render a widget through ``QtSvg.QSvgGenerator`` to an SVG file (pyqtgraph's SVGExporter is
+    broken with pyqtgraph 0.14 and PySide6 6.11; heatmap images are embedded as bitmaps).
+
+    Raises
+    ------
+    OSError
+        When nothing could be written.
+    """
+    generator = QSvgGenerator()
+    generator.setFileName(str(path))
+    generator.setSize(QSize(widget.width(), widget.height()))
+    generator.setViewBox(QRect(0, 0, widget.width(), widget.height()))
+    generator.setTitle(title)
+    painter = QPainter()
+    if not painter.begin(generator):
+        raise OSError(f"could not write {path}")
+    widget.render(painter)
+    painter.end()
+    if not Path(path).is_file():
+        raise OSError(f"could not write {path}")
+
+
+class ExportMenu:
+    """Fills the File ▸ Export menu of a main window and runs its four exports.
+
+    Every file name is asked through :mod:`explorer.qt.dialogs`; every failure is shown there too.
+    """
+
+    def __init__(self, window, menu: QMenu) -> None:
+        self.window = window
+        for text, slot in (("Current Panel as &PNG…", self._on_png), ("Current Panel as &SVG…", self._on_svg),
+                           ("Trace as .&npz…", self._on_npz), ("Attention Weights as &CSV…", self._on_csv)):
+            menu.addAction(text).triggered.connect(lambda *_, slot=slot: slot())
+
+    def _ask(self, title: str, suffix: str, filter: str) -> str | None:
+        start = Path(str(self.window.settings.value("last_export_dir", str(Path.home()))))
+        name = f"{self.window.current_panel()}{suffix}" if suffix in (".png", ".svg") else f"trace{suffix}"
+        path = dialogs.save_file(self.window, title, str(start / name), filter)
+        if path:
+            if not path.endswith(suffix):
+                path += suffix
+            self.window.settings.setValue("last_export_dir", str(Path(path).parent))
+        return path
+
+    def _run(self, what: str, write) -> None:
+        try:
+            write()
+        except OSError as exc:
+            dialogs.error(self.window, f"Could not export {what}", str(exc))
+
+    def _needs_trace(self) -> bool:
+        s = self.window.session
+        if s.trace is None or s.trace.n_tokens == 0:
+            dialogs.info(self.window, "Nothing to export", "Type some text first: the trace is empty.")
+            return False
+        return True
+
+    def _on_png(self) -> None:
+        panel = self.window.panels[self.window.current_panel()]
+        path = self._ask("Export Panel as PNG", ".png", "PNG images (*.png)")
+        if path:
+            self._run("the panel", lambda: export_png(panel, path))
+
+    def _on_svg(self) -> None:
+        name = self.window.current_panel()
+        path = self._ask("Export Panel as SVG", ".svg", "SVG images (*.svg)")
+        if path:
+            self._run("the panel", lambda: export_svg(self.window.panels[name], path, name))
+
+    def _on_npz(self) -> None:
+        if self._needs_trace():
+            path = self._ask("Export Trace", ".npz", "NumPy archives (*.npz)")
+            s = self.window.session
+            if path:
+                self._run("the trace", lambda: write_trace_npz(path, s.trace, s.tokens))
+
+    def _on_csv(self) -> None:
+        if self._needs_trace():
+            path = self._ask("Export Attention Weights", ".csv", "CSV files (*.csv)")
+            s = self.window.session
+            if path:
+                self._run("the attention weights", lambda: write_attention_csv(path, s.trace, s.tokens))

@@ -1,0 +1,190 @@
+"""A labelled heatmap: matrix row 0 at the top, token tick labels, colour bar, hover readout, clicks.
+
+The image item reads arrays row-major (``data[row, col]``) and the view's y axis is inverted, so
+the matrix appears as printed: ``data[0, 0]`` in the top-left corner. Every update changes the
+existing items in place; view ranges are fixed to the data (no auto-range).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QFontMetrics, QPen
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+
+DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
+SEQUENTIAL = "viridis"  # for values in a natural range such as attention weights 0..1
+
+
+def colormap(name: str) -> pg.ColorMap:
+    """A pyqtgraph colour map by name (the ones bundled with pyqtgraph)."""
+    return pg.colormap.get(name)
+
+
+def thinned_ticks(labels: Sequence[str] | None, step: int):
+    """Tick specs for pyqtgraph's ``AxisItem.setTicks``: every ``step``-th label, the last one always.
+
+    Cell i spans [i, i + 1], so its label sits at i + 0.5. None (numbered axis) stays None.
+    """
+    if labels is None:
+        return None
+    n = len(labels)
+    return [[(i + 0.5, str(labels[i])) for i in range(n) if (n - 1 - i) % max(1, step) == 0], []]
+
+
+class Heatmap(QWidget):
+    """A matrix drawn as coloured cells, with axis labels and a value readout under the mouse.
+
+    Parameters
+    ----------
+    title : str
+    cmap : str
+        Colour map name, :data:`DIVERGING` or :data:`SEQUENTIAL`.
+    col_axis : str
+        ``"top"`` (keys of an attention map) or ``"bottom"`` (dimensions).
+    colorbar : bool
+    square : bool
+        Keep cells square (attention maps).
+    """
+
+    sig_cell_clicked = Signal(int, int)
+    """A cell (row, col) was clicked."""
+    sig_row_clicked = Signal(int)
+    """A row was clicked (e.g. a query position of an attention map)."""
+
+    def __init__(self, title: str = "", cmap: str = DIVERGING, col_axis: str = "bottom",
+                 colorbar: bool = True, square: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.data = np.zeros((0, 0), dtype=np.float32)
+        self.levels = (0.0, 1.0)
+        self.row_labels: list[str] | None = []
+        self.col_labels: list[str] | None = None
+        self.describe: Callable[[int, int, float], str] | None = None
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground("w")
+        self.plot = self.graphics.addPlot(title=title)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self._setup_plot(col_axis)
+        self.plot.setAspectLocked(square)
+        self.bar = None
+        if colorbar:
+            self.bar = pg.ColorBarItem(values=self.levels, colorMap=colormap(cmap), interactive=False, width=12)
+            self.bar.setImageItem(self.image, insert_in=self.plot)
+        else:
+            self.image.setColorMap(colormap(cmap))
+        self._selection = QGraphicsRectItem()
+        self._selection.setPen(QPen(Qt.GlobalColor.black, 0))
+        self._selection.setVisible(False)
+        self.plot.addItem(self._selection)
+        self.readout = QLabel(" ")
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.readout)
+        self.graphics.scene().sigMouseMoved.connect(self._on_scene_moved)
+        self.graphics.scene().sigMouseClicked.connect(self._on_scene_clicked)
+        self.plot.getViewBox().sigResized.connect(self._update_ticks)
+
+    def _setup_plot(self, col_axis: str) -> None:
+        p = self.plot
+        p.invertY(True)  # row 0 at the top
+        p.setMouseEnabled(False, False)
+        p.setMenuEnabled(False)
+        p.hideButtons()
+        p.getViewBox().setDefaultPadding(0)
+        if col_axis == "top":
+            p.showAxis("top")
+            p.hideAxis("bottom")
+        self.col_axis = p.getAxis(col_axis)
+        for name in ("left", col_axis):
+            p.getAxis(name).setStyle(tickLength=0)
+
+    def set_data(self, data: np.ndarray, levels: tuple[float, float], row_labels: Sequence[str] | None = (),
+                 col_labels: Sequence[str] | None = None) -> None:
+        """Show ``data`` (rows, cols) with fixed colour ``levels`` (lo < hi); NaN cells are blank.
+
+        ``row_labels`` / ``col_labels`` None label rows / columns with their index (dimensions).
+        """
+        data = np.asarray(data, dtype=np.float32)
+        self.data = data
+        self.levels = (float(levels[0]), float(levels[1]))
+        self.row_labels = None if row_labels is None else list(row_labels)
+        self.col_labels = None if col_labels is None else list(col_labels)
+        if data.size == 0:
+            self.image.clear()
+            self.plot.getAxis("left").setTicks([[], []] if row_labels is not None else None)
+            self.col_axis.setTicks([[], []] if col_labels is not None else None)
+            self._selection.setVisible(False)
+            self.readout.setText(" ")
+            return
+        rows, cols = data.shape
+        self.image.setImage(data, levels=self.levels, autoLevels=False)
+        if self.bar is not None:
+            self.bar.setLevels(self.levels)
+        self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+        self._update_ticks()
+
+    def _update_ticks(self, *_) -> None:
+        """Label as many rows/columns as fit without overlapping (recomputed on resize)."""
+        if self.data.size == 0:
+            return
+        rows, cols = self.data.shape
+        vb = self.plot.getViewBox()
+        fm = QFontMetrics(self.font())
+        row_px = max(vb.height(), 1.0) / rows
+        self.plot.getAxis("left").setTicks(thinned_ticks(self.row_labels, math.ceil(fm.height() / row_px)))
+        if self.col_labels is not None:
+            widest = max(fm.horizontalAdvance(c) for c in self.col_labels) + 6
+            col_px = max(vb.width(), 1.0) / cols
+            self.col_axis.setTicks(thinned_ticks(self.col_labels, math.ceil(widest / col_px)))
+        else:
+            self.col_axis.setTicks(None)
+
+    def clear(self) -> None:
+        """Show nothing (no rows)."""
+        self.set_data(np.zeros((0, 0), dtype=np.float32), self.levels, [], [])
+
+    def set_selected_row(self, row: int | None) -> None:
+        """Outline one row (None: no outline)."""
+        rows, cols = self.data.shape if self.data.ndim == 2 else (0, 0)
+        if row is None or not 0 <= row < rows:
+            self._selection.setVisible(False)
+            return
+        self._selection.setRect(QRectF(0, row, cols, 1))
+        self._selection.setVisible(True)
+
+    def cell_at(self, scene_pos) -> tuple[int, int] | None:
+        """(row, col) of the cell under a scene position, or None outside the data."""
+        if self.data.size == 0 or not self.plot.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = self.plot.getViewBox().mapSceneToView(scene_pos)
+        row, col = math.floor(p.y()), math.floor(p.x())
+        rows, cols = self.data.shape
+        return (row, col) if 0 <= row < rows and 0 <= col < cols else None
+
+    def describe_cell(self, row: int, col: int) -> str:
+        """The readout text for one cell: labels and the exact value."""
+        value = float(self.data[row, col])
+        if self.describe is not None:
+            return self.describe(row, col, value)
+        r = self.row_labels[row] if self.row_labels and row < len(self.row_labels) else f"row {row}"
+        c = self.col_labels[col] if self.col_labels and col < len(self.col_labels) else f"dim {col}"
+        shown = "masked" if math.isnan(value) else f"{value:.6g}"
+        return f"{r}  ·  {c}  =  {shown}"
+
+    def _on_scene_moved(self, pos) -> None:
+        cell = self.cell_at(pos)
+        self.readout.setText(self.describe_cell(*cell) if cell else " ")
+
+    def _on_scene_clicked(self, event) -> None:
+        cell = self.cell_at(event.scenePos())
+        if cell is not None:
+            self.sig_cell_clicked.emit(*cell)
+            self.sig_row_clicked.emit(cell[0])

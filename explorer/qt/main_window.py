@@ -1,0 +1,289 @@
+"""The main window: assembles the docks of every registered panel, the menus and the status bar."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QAction, QIcon, QKeySequence
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QWidget
+
+from explorer.core.defaults import ASSETS, open_default, random_checkpoint
+from explorer.qt import dialogs
+from explorer.qt.exporting import ExportMenu
+from explorer.qt.panels import PANELS
+from explorer.qt.session import Session
+from model import Checkpoint
+from model.checkpoint import CheckpointError, load_any
+
+APP_NAME = "Transformer Explorer"
+MAX_RECENT = 8
+ICON = ASSETS / "icons" / "transformer-explorer.svg"
+
+
+def default_settings() -> QSettings:
+    """The app's QSettings (per user)."""
+    return QSettings("TransformerExplorer", "transformer-explorer")
+
+
+class MainWindow(QMainWindow):
+    """Docks for every panel in :data:`explorer.qt.panels.PANELS`, the File and View menus, a status bar.
+
+    Parameters
+    ----------
+    session : Session, optional
+        Created when not given.
+    settings : QSettings, optional
+        Where layout, recent files and panel settings are remembered (tests pass a temporary file).
+    """
+
+    def __init__(self, session: Session | None = None, settings: QSettings | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session or Session(parent=self)
+        self.settings = settings or default_settings()
+        self.model_note = ""
+        self.panels: dict[str, QWidget] = {}
+        self.docks: dict[str, QDockWidget] = {}
+        self._current_panel = "attention"
+        self.setWindowTitle(APP_NAME)
+        if ICON.exists():
+            self.setWindowIcon(QIcon(str(ICON)))
+        self.setAcceptDrops(True)
+        self.setDockNestingEnabled(True)
+        self._build_docks()
+        self._build_menus()
+        self.status = QLabel()
+        self.statusBar().addPermanentWidget(self.status, 1)
+        self.session.sig_timing_changed.connect(self._update_status)
+        self.session.sig_model_changed.connect(self._update_title)
+        QApplication.instance().focusChanged.connect(self._on_app_focus_changed)
+        self._restore_settings()
+
+    # ---- construction --------------------------------------------------------------------------
+    def _build_docks(self) -> None:
+        for name, title, factory in PANELS:
+            panel = factory(self.session)
+            dock = QDockWidget(title, self)
+            dock.setObjectName(f"dock-{name}")
+            dock.setWidget(panel)
+            dock.visibilityChanged.connect(lambda visible, n=name: self._on_dock_visibility_changed(n, visible))
+            self.panels[name], self.docks[name] = panel, dock
+        self.default_layout()
+
+    def default_layout(self) -> None:
+        """Text over next token (model tabbed) on the left; attention over embeddings (Q/K/V and
+        any further panels tabbed) on the right."""
+        d = self.docks
+        for dock in d.values():
+            dock.setFloating(False)
+            self.removeDockWidget(dock)
+        left_top, right_top = d.get("tokens"), d.get("attention")
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left_top)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, right_top)
+        self._stack_under(left_top, ["next-token", "model"])
+        others = [n for n in d if n not in ("tokens", "attention", "next-token", "model")]
+        self._stack_under(right_top, others)
+        for dock in d.values():
+            dock.show()
+        for name in ("next-token", "embeddings"):
+            if name in d:
+                d[name].raise_()
+        self.resizeDocks([left_top, right_top], [4, 7], Qt.Orientation.Horizontal)
+        lower = [d[n] for n in ("next-token", "embeddings") if n in d]
+        if len(lower) == 2:
+            self.resizeDocks([left_top, right_top] + lower, [3, 5, 6, 4], Qt.Orientation.Vertical)
+
+    def _stack_under(self, top: QDockWidget, names: list[str]) -> None:
+        """Put the first named dock under ``top`` and tab the rest with it."""
+        docks = [self.docks[n] for n in names if n in self.docks]
+        if not docks:
+            return
+        self.splitDockWidget(top, docks[0], Qt.Orientation.Vertical)
+        for dock in docks[1:]:
+            self.tabifyDockWidget(docks[0], dock)
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self._action(file_menu, "&Open Checkpoint…", self._on_open_triggered, QKeySequence.StandardKey.Open)
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
+        self.export_menu = ExportMenu(self, file_menu.addMenu("&Export"))
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        view_menu = self.menuBar().addMenu("&View")
+        for dock in self.docks.values():
+            view_menu.addAction(dock.toggleViewAction())
+        view_menu.addSeparator()
+        self._action(view_menu, "Reset &Layout", self.default_layout)
+
+    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        action.triggered.connect(lambda *_: slot())
+        menu.addAction(action)
+        return action
+
+    # ---- opening checkpoints -----------------------------------------------------------------------
+    def open_checkpoint(self, path: str | os.PathLike) -> bool:
+        """Load a checkpoint file with ``model.checkpoint.load_any`` and make it current.
+
+        On failure an error dialog shows the loader's message and the current model stays.
+
+        Returns
+        -------
+        bool
+            True when the file was loaded.
+        """
+        path = Path(path)
+        try:
+            checkpoint = load_any(path)
+        except CheckpointError as exc:
+            dialogs.error(self, "Could not open checkpoint", str(exc))
+            return False
+        self.model_note = ""
+        self.set_checkpoint(checkpoint)
+        self._add_recent(path)
+        return True
+
+    def open_default(self) -> None:
+        """Open the default checkpoint in assets/, or the seeded random model while it is missing."""
+        try:
+            checkpoint, self.model_note = open_default()
+        except CheckpointError as exc:
+            dialogs.error(self, "Could not open the default checkpoint", str(exc))
+            checkpoint, self.model_note = random_checkpoint(), f"seeded random model: {exc}"
+        self.set_checkpoint(checkpoint)
+
+    def set_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Make a loaded checkpoint current (every panel follows through the session)."""
+        self.session.set_checkpoint(checkpoint)
+        self._update_title()
+        self._update_status()
+
+    def reload(self) -> None:
+        """Load the current checkpoint's file again (F5)."""
+        ckpt = self.session.checkpoint
+        if ckpt is not None and ckpt.path is not None:
+            self.open_checkpoint(ckpt.path)
+        elif ckpt is None or self.model_note:
+            self.open_default()
+
+    def _on_open_triggered(self) -> None:
+        start = str(self.settings.value("last_dir", str(ASSETS)))
+        path = dialogs.open_file(self, "Open Checkpoint", start)
+        if path:
+            self.settings.setValue("last_dir", str(Path(path).parent))
+            self.open_checkpoint(path)
+
+    # ---- recent files --------------------------------------------------------------------------------
+    def recent_files(self) -> list[str]:
+        """Recently opened files that still exist, newest first (missing ones are pruned from settings)."""
+        value = self.settings.value("recent_files", []) or []
+        files = [value] if isinstance(value, str) else list(value)
+        existing = [f for f in files if Path(f).is_file()]
+        if existing != files:
+            self.settings.setValue("recent_files", existing)
+        return existing
+
+    def _add_recent(self, path: Path) -> None:
+        path_s = str(path.resolve())
+        files = [path_s] + [f for f in self.recent_files() if f != path_s]
+        self.settings.setValue("recent_files", files[:MAX_RECENT])
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        files = self.recent_files()
+        for f in files:
+            self._action(self.recent_menu, f, lambda f=f: self.open_recent(f))
+        self.recent_menu.setEnabled(bool(files))
+
+    def open_recent(self, path: str) -> bool:
+        """Open a recent file; one that has vanished is reported and pruned."""
+        if not Path(path).is_file():
+            dialogs.error(self, "Could not open checkpoint", f"{Path(path).name}: the file no longer exists")
+            self.recent_files()
+            return False
+        return self.open_checkpoint(path)
+
+    # ---- drag and drop ---------------------------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        if any(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        files = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if files:
+            event.acceptProposedAction()
+            self.open_checkpoint(files[0])
+
+    # ---- status, title, current panel ------------------------------------------------------------
+    def _update_title(self) -> None:
+        ckpt = self.session.checkpoint
+        name = ckpt.name if ckpt is not None else "no model"
+        self.setWindowTitle(f"{APP_NAME} — {name}" + (f" ({self.model_note})" if self.model_note else ""))
+
+    def _update_status(self) -> None:
+        s = self.session
+        if s.checkpoint is None:
+            self.status.setText("no model loaded")
+            return
+        n = s.trace.n_tokens if s.trace is not None else 0
+        parts = [s.checkpoint.name if not self.model_note else "random model",
+                 f"{n}/{s.config.context_length} tokens",
+                 f"model {s.last_model_ms:.1f} ms, drawing {s.last_draw_ms:.1f} ms"]
+        if s.error:
+            parts.append(f"error: {s.error}")
+        elif self.model_note:
+            parts.append(self.model_note)
+        self.status.setText("  ·  ".join(parts))
+
+    def current_panel(self) -> str:
+        """Name of the panel the user last worked in (for Export ▸ Panel)."""
+        return self._current_panel
+
+    def set_current_panel(self, name: str) -> None:
+        """Choose the panel that Export ▸ Panel writes."""
+        if name in self.panels:
+            self._current_panel = name
+
+    def _on_dock_visibility_changed(self, name: str, visible: bool) -> None:
+        if visible and self.docks[name].isActiveWindow():
+            self._current_panel = name
+
+    def _on_app_focus_changed(self, _old, new) -> None:
+        for name, panel in self.panels.items():
+            if new is not None and (new is panel or panel.isAncestorOf(new)):
+                self._current_panel = name
+                return
+
+    # ---- settings -----------------------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 900)
+        if state is not None:
+            self.restoreState(state)
+        for panel in self.panels.values():
+            if hasattr(panel, "restore_settings"):
+                panel.restore_settings(self.settings)
+
+    def save_settings(self) -> None:
+        """Remember the window's geometry, dock layout and each panel's settings."""
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        for panel in self.panels.values():
+            if hasattr(panel, "save_settings"):
+                panel.save_settings(self.settings)
+        self.settings.sync()
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        self.save_settings()
+        self.session.shutdown()
+        super().closeEvent(event)

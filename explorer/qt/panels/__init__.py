@@ -1,0 +1,29 @@
+"""The panel registry: every dockable panel, in the order the main window builds its docks.
+
+Each entry is ``(name, title, factory)``: ``name`` is what ``--screenshot --panel NAME`` takes,
+``title`` the dock's title, and ``factory(session)`` returns the panel widget. To add a panel,
+import its class and append one entry to :data:`PANELS`.
+"""
+
+from explorer.qt.panels.attention import AttentionPanel
+from explorer.qt.panels.embeddings import EmbeddingsPanel
+from explorer.qt.panels.model_info import ModelInfoPanel
+from explorer.qt.panels.next_token import NextTokenPanel
+from explorer.qt.panels.positional import PositionalPanel
+from explorer.qt.panels.qkv import QKVPanel
+from explorer.qt.panels.tokens import TokensPanel
+
+PANELS = [
+    ("tokens", "Text and tokens", TokensPanel),
+    ("embeddings", "Embeddings", EmbeddingsPanel),
+    ("qkv", "Q / K / V", QKVPanel),
+    ("attention", "Attention", AttentionPanel),
+    ("next-token", "Next token", NextTokenPanel),
+    ("model", "Model", ModelInfoPanel),
+    ("positional", "Positional encoding and order", PositionalPanel),
+]
+
+
+def panel_names() -> list[str]:
+    """The names of every registered panel, in order."""
+    return [name for name, _, _ in PANELS]

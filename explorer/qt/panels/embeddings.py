@@ -1,0 +1,56 @@
+"""Embeddings panel: token embedding e_i, positional encoding p_i and their sum x_i, one heatmap each."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtWidgets import QHBoxLayout, QWidget
+
+from explorer.core.views import axis_labels, embedding_levels, embedding_views
+from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.session import Session
+
+TITLES = {"e": "e_i token embedding", "p": "p_i position", "x": "x_i = e_i + p_i"}
+
+
+class EmbeddingsPanel(QWidget):
+    """Three heatmaps (T, d_model), rows = tokens, columns = dimensions, fixed symmetric levels per model."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.heatmaps = {key: Heatmap(title, DIVERGING) for key, title in TITLES.items()}
+        self.levels = {key: (-1.0, 1.0) for key in TITLES}
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        for hm in self.heatmaps.values():
+            layout.addWidget(hm)
+            hm.sig_row_clicked.connect(session.set_position)
+        session.sig_model_changed.connect(self._on_session_model_changed)
+        session.sig_trace_changed.connect(self.refresh)
+        session.sig_selection_changed.connect(self._on_session_selection_changed)
+        self._on_session_model_changed()
+
+    def _on_session_model_changed(self) -> None:
+        model = self.session.model
+        if model is None:
+            return
+        tok = model.tok_emb.weight.detach().numpy()
+        pos = model.pos_emb.weight.detach().numpy() if model.pos_emb is not None else None
+        self.levels = embedding_levels(tok, pos)
+
+    def refresh(self) -> None:
+        """Redraw from the session's trace (cleared when there is none or it is empty)."""
+        trace = self.session.trace
+        if trace is None or trace.n_tokens == 0:
+            for hm in self.heatmaps.values():
+                hm.clear()
+            return
+        labels = axis_labels(self.session.tokens)
+        for key, data in embedding_views(trace).items():
+            self.heatmaps[key].set_data(data, self.levels[key], labels)
+        self._on_session_selection_changed()
+
+    def _on_session_selection_changed(self) -> None:
+        row = self.session.selected_position() if self.session.position is not None else None
+        for hm in self.heatmaps.values():
+            hm.set_selected_row(row)

@@ -1,0 +1,56 @@
+"""Model panel: the checkpoint's file, config, parameter count and training facts."""
+
+from __future__ import annotations
+
+import html
+import json
+
+from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
+
+from explorer.qt.session import Session
+
+
+def _row(key: str, value) -> str:
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False)
+    return f"<tr><td><b>{html.escape(str(key))}</b></td><td>{html.escape(str(value))}</td></tr>"
+
+
+def describe_checkpoint(session: Session) -> str:
+    """HTML tables of the current checkpoint: file, config (with d_head), parameters, training."""
+    ckpt = session.checkpoint
+    if ckpt is None:
+        return "<p>No model loaded.</p>"
+    cfg = ckpt.config
+    rows = [
+        _row("name", ckpt.name),
+        _row("file", str(ckpt.path) if ckpt.path else "(not from a file)"),
+        _row("format", ckpt.source_format),
+        _row("parameters", f"{ckpt.model.n_params():,}"),
+        _row("tokenizer", f"{ckpt.tokenizer.vocab_size:,} tokens" if ckpt.tokenizer else "none (tokens shown by id)"),
+    ]
+    config = [_row(k, v) for k, v in cfg.to_dict().items()] + [_row("d_head", cfg.d_head)]
+    training = [_row(k, v) for k, v in sorted(ckpt.training.items())] or ["<tr><td>(none recorded)</td></tr>"]
+    return (
+        "<h3>Checkpoint</h3><table>" + "".join(rows) + "</table>"
+        "<h3>Config</h3><table>" + "".join(config) + "</table>"
+        "<h3>Training</h3><table>" + "".join(training) + "</table>"
+    )
+
+
+class ModelInfoPanel(QWidget):
+    """Read-only description of the loaded checkpoint; refreshed when the model changes."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.browser = QTextBrowser()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.browser)
+        session.sig_model_changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Rewrite the description from the session's checkpoint."""
+        self.browser.setHtml(describe_checkpoint(self.session))

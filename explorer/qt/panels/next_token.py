@@ -1,0 +1,143 @@
+"""Next-token panel: the top-k next tokens as horizontal bars, with temperature and entropy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+from explorer.core.nexttoken import TopK, append_token, top_k
+from explorer.core.views import token_label
+from explorer.qt.session import Session
+
+BAR_HEIGHT = 0.8
+
+
+class NextTokenPanel(QWidget):
+    """Bars of the k most likely next tokens at the selected position (the last by default).
+
+    Temperature 0 is greedy (all probability on the argmax); the spin box cannot go below 0.
+    Clicking a bar appends that token to the text.
+    """
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.top: TopK | None = None
+        self.k_wanted = 10  # the user's k; shown clamped to the vocabulary
+        self.k_box = QSpinBox()
+        self.k_box.setRange(1, 10)
+        self.k_box.setValue(10)
+        self.temperature_box = QDoubleSpinBox()
+        self.temperature_box.setRange(0.0, 10.0)
+        self.temperature_box.setSingleStep(0.1)
+        self.temperature_box.setDecimals(2)
+        self.temperature_box.setValue(1.0)
+        self.temperature_box.setToolTip("0 = greedy: all probability on the most likely token")
+        self.info = QLabel()
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground("w")
+        self.plot = self.graphics.addPlot()
+        self.plot.invertY(True)  # most likely at the top
+        self.plot.setMouseEnabled(False, False)
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.setLabel("bottom", "probability")
+        self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush="#4477aa")
+        self.plot.addItem(self.bars)
+        self._build_layout()
+        self.k_box.valueChanged.connect(self._on_k_changed)
+        self.temperature_box.valueChanged.connect(self.refresh)
+        self.graphics.scene().sigMouseClicked.connect(self._on_scene_clicked)
+        session.sig_model_changed.connect(self._on_session_model_changed)
+        session.sig_trace_changed.connect(self.refresh)
+        session.sig_selection_changed.connect(self.refresh)
+        self._on_session_model_changed()
+
+    def _build_layout(self) -> None:
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("top k"))
+        controls.addWidget(self.k_box)
+        controls.addWidget(QLabel("temperature"))
+        controls.addWidget(self.temperature_box)
+        controls.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(controls)
+        layout.addWidget(self.info)
+        layout.addWidget(self.graphics, 1)
+
+    def _on_session_model_changed(self) -> None:
+        cfg = self.session.config
+        self.k_box.blockSignals(True)
+        self.k_box.setMaximum(cfg.vocab_size if cfg else 1)  # clamps k to the vocabulary
+        self.k_box.setValue(self.k_wanted)
+        self.k_box.blockSignals(False)
+        self.refresh()
+
+    def _on_k_changed(self, k: int) -> None:
+        self.k_wanted = k
+        self.refresh()
+
+    def token_name(self, token_id: int) -> str:
+        """The display name of a token id (``#id`` when the model has no tokenizer)."""
+        tok = self.session.tokenizer
+        return tok.id_to_token(token_id) if tok is not None else f"#{token_id}"
+
+    def refresh(self) -> None:
+        """Recompute top-k for the selected position and redraw the bars (cleared when T == 0)."""
+        s = self.session
+        pos = s.selected_position()
+        if s.trace is None or pos is None:
+            self.top = None
+            self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT)
+            self.plot.getAxis("left").setTicks([[], []])
+            self.info.setText("no tokens yet: type some text")
+            return
+        self.top = top_k(s.trace.logits[pos], self.k_box.value(), self.temperature_box.value())
+        k = len(self.top.ids)
+        ys = np.arange(k, dtype=float)
+        self.bars.setOpts(x0=np.zeros(k), y=ys, width=self.top.probs, height=BAR_HEIGHT)
+        ticks = [(float(y), f"{token_label(self.token_name(int(i)), 14)}  {p:.3f}")
+                 for y, i, p in zip(ys, self.top.ids, self.top.probs)]
+        self.plot.getAxis("left").setTicks([ticks, []])
+        self.plot.setRange(xRange=(0, 1), yRange=(-0.5, max(k, 1) - 0.5), padding=0.02)
+        last = " (last)" if pos == s.trace.n_tokens - 1 else ""
+        token = token_label(s.tokens[pos]) if pos < len(s.tokens) else "?"
+        self.info.setText(
+            f"after position {pos} {token!r}{last} · entropy {self.top.entropy:.3f} bits "
+            f"(max {math.log2(s.config.vocab_size):.1f}) · click a bar to append it"
+        )
+
+    def append(self, rank: int) -> None:
+        """Append the token with this rank (0 = most likely) to the session's text."""
+        if self.top is None or not 0 <= rank < len(self.top.ids):
+            return
+        token_id = int(self.top.ids[rank])
+        tok = self.session.tokenizer
+        if tok is None:
+            return
+        piece = tok.decode([token_id]) or tok.id_to_token(token_id)
+        word_level = type(tok.hf.model).__name__ == "WordLevel"
+        self.session.set_text(append_token(self.session.text, piece, word_level))
+
+    def _on_scene_clicked(self, event) -> None:
+        if self.top is None or not self.plot.sceneBoundingRect().contains(event.scenePos()):
+            return
+        p = self.plot.getViewBox().mapSceneToView(event.scenePos())
+        rank = int(round(p.y()))
+        if 0 <= rank < len(self.top.ids):  # anywhere on the bar's row, label included
+            self.append(rank)
+
+    def save_settings(self, settings) -> None:
+        """Remember k and the temperature."""
+        settings.setValue("next_token/k", self.k_wanted)
+        settings.setValue("next_token/temperature", self.temperature_box.value())
+
+    def restore_settings(self, settings) -> None:
+        """Restore k and the temperature (clamped by the spin boxes)."""
+        self.k_wanted = int(settings.value("next_token/k", self.k_wanted))
+        self.k_box.setValue(self.k_wanted)
+        self.temperature_box.setValue(float(settings.value("next_token/temperature", 1.0)))

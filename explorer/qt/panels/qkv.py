@@ -1,0 +1,73 @@
+"""Q/K/V panel: q, k and v of the selected layer and head (T, d_head), or the weights W_Q, W_K, W_V."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from explorer.core.views import axis_labels, qkv_views, symmetric_levels
+from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.session import Session
+
+NAMES = ("q", "k", "v")
+
+
+class QKVPanel(QWidget):
+    """Three heatmaps: q_i = h_i W_Q, k_i = h_i W_K, v_i = h_i W_V, or the d_model x d_head weights.
+
+    Levels are symmetric, shared by the three maps, from the values shown.
+    """
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.heatmaps = {n: Heatmap(n, DIVERGING) for n in NAMES}
+        self.show_weights = QCheckBox("weights W_Q, W_K, W_V")
+        self.show_weights.setToolTip("show the d_model × d_head weight matrices instead of q, k, v")
+        self.caption = QLabel()
+        top = QHBoxLayout()
+        top.addWidget(self.caption, 1)
+        top.addWidget(self.show_weights)
+        maps = QHBoxLayout()
+        for name in NAMES:
+            maps.addWidget(self.heatmaps[name])
+            self.heatmaps[name].sig_row_clicked.connect(self._on_heatmap_row_clicked)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(top)
+        layout.addLayout(maps, 1)
+        self.show_weights.toggled.connect(self.refresh)
+        session.sig_trace_changed.connect(self.refresh)
+        session.sig_model_changed.connect(self.refresh)
+        session.sig_selection_changed.connect(self.refresh)
+        self.refresh()
+
+    def _on_heatmap_row_clicked(self, row: int) -> None:
+        if not self.show_weights.isChecked():
+            self.session.set_position(row)
+
+    def refresh(self) -> None:
+        """Redraw for the session's layer and head (cleared when there is nothing to show)."""
+        s = self.session
+        layer, head = s.layer, s.head
+        self.caption.setText(f"layer {layer}, head {head}")
+        if self.show_weights.isChecked() and s.model is not None:
+            w = s.head_weights(layer)
+            arrays = {n: w[f"W_{n.upper()}"][head] for n in NAMES}  # each (d_model, d_head)
+            labels = None  # rows are the d_model input dimensions, numbered
+            titles = {n: f"W_{n.upper()}" for n in NAMES}
+            selected = None
+        elif s.trace is not None and s.trace.n_tokens:
+            arrays = qkv_views(s.trace, layer, head)  # each (T, d_head)
+            labels = axis_labels(s.tokens)
+            titles = {n: n for n in NAMES}
+            selected = s.selected_position() if s.position is not None else None
+        else:
+            for hm in self.heatmaps.values():
+                hm.clear()
+            return
+        levels = symmetric_levels(*arrays.values())
+        for n in NAMES:
+            hm = self.heatmaps[n]
+            hm.plot.setTitle(titles[n])
+            hm.set_data(arrays[n], levels, labels)
+            hm.set_selected_row(selected)

@@ -1,0 +1,178 @@
+"""Text panel: the editor, and under it a strip of token chips (text, id, position)."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
+                               QVBoxLayout, QWidget)
+
+from explorer.core.views import Chip, crop_note, token_chips, token_label
+from explorer.qt.session import Session
+
+MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised
+STYLES = {
+    "normal": "background:#e8f0fb; border:1px solid #8fa8c8;",
+    "unk": "background:#fde2cf; border:1px dashed #c0601c;",
+    "dropped": "background:#f0f0f0; border:1px solid #d0d0d0; color:#9a9a9a;",
+}
+
+
+def _utf16_index(text: str, index: int) -> int:
+    """Qt counts positions in UTF-16 code units: an emoji is one Python char but two units."""
+    return len(text[:index].encode("utf-16-le")) // 2
+
+
+class ChipLabel(QLabel):
+    """One token chip; reports hover and clicks by its index in the strip."""
+
+    sig_hovered = Signal(int)
+    """The mouse entered chip i (-1: it left)."""
+    sig_clicked = Signal(int)
+    """Chip i was clicked."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
+        self.kind = "normal"
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+
+    def show_chip(self, chip: Chip, selected: bool) -> None:
+        """Show a token: its label, id and position, styled by kind (normal, unknown, dropped)."""
+        self.kind = "dropped" if chip.dropped else ("unk" if chip.is_unk else "normal")
+        pos = "–" if chip.dropped else str(chip.position)
+        self.setText(f"<b>{html.escape(token_label(chip.token))}</b><br>"
+                     f"<span style='font-size:small'>id {chip.token_id} · {pos}</span>")
+        border = "border-width:2px; border-color:#000;" if selected else ""
+        self.setStyleSheet(f"QLabel {{{STYLES[self.kind]} border-radius:4px; padding:1px 4px; {border}}}")
+        tip = f"text {chip.original!r} · id {chip.token_id} · position {pos}"
+        if chip.is_unk:
+            tip = f"unknown to the vocabulary: original text {chip.original!r} (shown as <unk>, id {chip.token_id})"
+        if chip.dropped:
+            tip += " · outside the context window (not run)"
+        self.setToolTip(tip)
+
+    def enterEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        self.sig_hovered.emit(self.index)
+        super().enterEvent(event)
+
+    def leaveEvent(self, event) -> None:  # noqa: N802
+        self.sig_hovered.emit(-1)
+        super().leaveEvent(event)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        self.sig_clicked.emit(self.index)
+        super().mousePressEvent(event)
+
+
+class TokensPanel(QWidget):
+    """The text editor and the token strip. Editing the text updates the session (and every panel)."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.chip_data: list[Chip] = []
+        self.chips: list[ChipLabel] = []
+        self.editor = QPlainTextEdit()
+        self.editor.setPlaceholderText("Type here: every keystroke runs the model.")
+        self.note = QLabel()
+        self.summary = QLabel()
+        self.pe_box = QCheckBox("positional encoding")
+        self.causal_box = QCheckBox("causal mask")
+        self._build_layout()
+        self.editor.textChanged.connect(self._on_editor_text_changed)
+        self.pe_box.toggled.connect(session.set_positional_encoding)
+        self.causal_box.toggled.connect(session.set_causal)
+        session.sig_text_changed.connect(self._on_session_text_changed)
+        session.sig_trace_changed.connect(self.refresh)
+        session.sig_selection_changed.connect(self.refresh)
+        session.sig_options_changed.connect(self._on_session_options_changed)
+        self._on_session_options_changed()
+        self._on_session_text_changed()
+        self.refresh()
+
+    def _build_layout(self) -> None:
+        self.strip = QWidget()
+        self.strip_layout = QHBoxLayout(self.strip)
+        self.strip_layout.setContentsMargins(2, 2, 2, 2)
+        self.strip_layout.setSpacing(3)
+        self.strip_layout.addWidget(self.summary)
+        self.strip_layout.addStretch(1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.strip)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setFixedHeight(64)
+        options = QHBoxLayout()
+        options.addWidget(self.note, 1)
+        options.addWidget(self.pe_box)
+        options.addWidget(self.causal_box)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.editor, 1)
+        layout.addWidget(self.scroll)
+        layout.addLayout(options)
+
+    def _on_editor_text_changed(self) -> None:
+        self.session.set_text(self.editor.toPlainText())
+
+    def _on_session_text_changed(self) -> None:
+        if self.editor.toPlainText() != self.session.text:  # changed elsewhere (e.g. a next-token click)
+            self.editor.blockSignals(True)
+            self.editor.setPlainText(self.session.text)
+            self.editor.moveCursor(QTextCursor.MoveOperation.End)
+            self.editor.blockSignals(False)
+
+    def _on_session_options_changed(self) -> None:
+        for box, on in ((self.pe_box, self.session.positional_encoding), (self.causal_box, self.session.causal)):
+            box.blockSignals(True)
+            box.setChecked(on)
+            box.blockSignals(False)
+
+    def _chip(self, i: int) -> ChipLabel:
+        while len(self.chips) <= i:  # grow the pool; chips are reused on every update
+            chip = ChipLabel(len(self.chips))
+            chip.sig_hovered.connect(self._on_chip_hovered)
+            chip.sig_clicked.connect(self._on_chip_clicked)
+            self.strip_layout.insertWidget(self.strip_layout.count() - 1, chip)
+            self.chips.append(chip)
+        return self.chips[i]
+
+    def refresh(self) -> None:
+        """Rebuild the chips from the session's encoding; dropped tokens greyed, with the crop note."""
+        s = self.session
+        ctx = s.config.context_length if s.config else 0
+        all_chips = token_chips(s.text, s.encoding, ctx, s.tokenizer.unk_id if s.tokenizer else None)
+        hidden = max(0, len(all_chips) - ctx - MAX_DROPPED_CHIPS)
+        self.chip_data = all_chips[hidden:]
+        self.summary.setText(f"… {hidden:,} earlier tokens" if hidden else "")
+        self.summary.setVisible(bool(hidden))
+        self.note.setText(crop_note(len(all_chips), ctx) or f"{len(all_chips)} of {ctx} tokens")
+        selected = s.selected_position() if s.position is not None else None
+        for i, chip in enumerate(self.chip_data):
+            label = self._chip(i)
+            label.show_chip(chip, selected is not None and chip.position == selected)
+            label.setVisible(True)
+        for label in self.chips[len(self.chip_data):]:
+            label.setVisible(False)
+
+    def _on_chip_hovered(self, i: int) -> None:
+        if not 0 <= i < len(self.chip_data):
+            self.editor.setExtraSelections([])
+            return
+        chip = self.chip_data[i]
+        sel = QTextEdit.ExtraSelection()
+        sel.cursor = self.editor.textCursor()
+        sel.cursor.setPosition(_utf16_index(self.session.text, chip.start))
+        sel.cursor.setPosition(_utf16_index(self.session.text, chip.end), QTextCursor.MoveMode.KeepAnchor)
+        fmt = QTextCharFormat()
+        fmt.setBackground(QColor("#ffe066"))
+        sel.format = fmt
+        self.editor.setExtraSelections([sel])
+
+    def _on_chip_clicked(self, i: int) -> None:
+        if 0 <= i < len(self.chip_data) and not self.chip_data[i].dropped:
+            self.session.set_position(self.chip_data[i].position)

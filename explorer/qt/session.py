@@ -1,0 +1,250 @@
+"""The session: the one object that owns the model, the text, the trace and the selection.
+
+Panels read from it and change it only through its public setters; it tells them what changed
+through its signals. Traces are computed on the GUI thread while that is fast (the default model
+takes about 2 ms), and on a worker thread, coalesced to the newest text, once a trace takes longer
+than :data:`ASYNC_MS`. Results for older requests are dropped, so an old text never overwrites a
+newer one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import QObject, QThreadPool, Signal
+
+from model import Checkpoint, Encoding, Trace
+
+ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
+_EMPTY = Encoding(ids=(), tokens=(), spans=())
+
+
+@dataclass(frozen=True)
+class _Request:
+    gen: int
+    checkpoint: Checkpoint
+    encoding: Encoding
+    positional_encoding: bool
+    causal: bool
+
+
+class _Relay(QObject):
+    """Carries a finished job from the worker thread to the GUI thread (queued connection)."""
+
+    sig_done = Signal(object)
+    """(request, trace or None, exception or None, model ms) of one finished job."""
+
+
+def _run(request: _Request) -> tuple[Trace | None, Exception | None, float]:
+    t0 = time.perf_counter()
+    try:
+        trace = request.checkpoint.model.trace(
+            np.asarray(request.encoding.ids, dtype=np.int64),
+            positional_encoding=request.positional_encoding,
+            causal=request.causal,
+        )
+        return trace, None, (time.perf_counter() - t0) * 1e3
+    except Exception as exc:  # shown in the status bar; the app keeps running
+        return None, exc, (time.perf_counter() - t0) * 1e3
+
+
+class Session(QObject):
+    """Current checkpoint, text, trace, selection and trace options, with change signals.
+
+    Parameters
+    ----------
+    compute_mode : str
+        ``"auto"`` (GUI thread while fast, worker thread when slow), ``"sync"`` or ``"async"``.
+    """
+
+    sig_model_changed = Signal()
+    """A new checkpoint is loaded (model, tokenizer, config changed)."""
+    sig_trace_changed = Signal()
+    """A new trace is ready for the current text and options."""
+    sig_selection_changed = Signal()
+    """Layer, head or query position changed."""
+    sig_options_changed = Signal()
+    """positional_encoding / causal trace options changed."""
+    sig_text_changed = Signal()
+    """The text changed (the trace for it follows with sig_trace_changed)."""
+    sig_timing_changed = Signal()
+    """last_model_ms / last_draw_ms / error were updated after a trace was shown."""
+
+    def __init__(self, compute_mode: str = "auto", parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        if compute_mode not in ("auto", "sync", "async"):
+            raise ValueError(f"compute_mode must be auto, sync or async, got {compute_mode!r}")
+        self.compute_mode = compute_mode
+        self._checkpoint: Checkpoint | None = None
+        self._text = ""
+        self._encoding = _EMPTY
+        self._trace: Trace | None = None
+        self._tokens: list[str] = []
+        self._layer = self._head = 0
+        self._position: int | None = None
+        self._pe = self._causal = True
+        self._gen = 0
+        self._busy = False
+        self._pending: _Request | None = None
+        self._slow = False
+        self._closed = False
+        self._weights: dict[int, dict[str, np.ndarray]] = {}
+        self.last_model_ms = 0.0
+        self.last_draw_ms = 0.0
+        self.error = ""
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)
+        self._relay = _Relay(self)
+        self._relay.sig_done.connect(self._on_job_done)
+
+    # ---- read-only state -------------------------------------------------------------------
+    checkpoint = property(lambda self: self._checkpoint, doc="The loaded model.Checkpoint, or None.")
+    model = property(lambda self: self._checkpoint.model if self._checkpoint else None, doc="The GPT, or None.")
+    tokenizer = property(lambda self: self._checkpoint.tokenizer if self._checkpoint else None,
+                         doc="The Tokenizer, or None (also None for a model without a vocabulary).")
+    config = property(lambda self: self._checkpoint.config if self._checkpoint else None, doc="The GPTConfig, or None.")
+    text = property(lambda self: self._text, doc="The current text.")
+    encoding = property(lambda self: self._encoding, doc="model.Encoding of the whole text, before cropping.")
+    trace = property(lambda self: self._trace, doc="The current model.Trace (last context_length tokens), or None.")
+    tokens = property(lambda self: list(self._tokens), doc="Token strings of the trace rows (after cropping).")
+    layer = property(lambda self: self._layer, doc="Selected layer, in [0, n_layers).")
+    head = property(lambda self: self._head, doc="Selected head, in [0, n_heads).")
+    position = property(lambda self: self._position, doc="Selected query row, or None for the last row.")
+    positional_encoding = property(lambda self: self._pe, doc="Whether x_i = e_i + p_i (True) or e_i.")
+    causal = property(lambda self: self._causal, doc="Whether the causal mask is applied.")
+    busy = property(lambda self: self._busy, doc="True while a worker-thread trace is running.")
+
+    def selected_position(self) -> int | None:
+        """The selected trace row: ``position``, or the last row when None; None when T == 0."""
+        n = self._trace.n_tokens if self._trace is not None else 0
+        if n == 0:
+            return None
+        return n - 1 if self._position is None else min(self._position, n - 1)
+
+    def head_weights(self, layer: int) -> dict[str, np.ndarray]:
+        """W_Q, W_K, W_V (n_heads, d_model, d_head) and W_O of one layer, cached per model."""
+        if layer not in self._weights:
+            self._weights[layer] = self.model.blocks[layer].attn.head_weights()
+        return self._weights[layer]
+
+    # ---- setters -----------------------------------------------------------------------------
+    def set_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Make ``checkpoint`` current: selection reset, text re-encoded, trace recomputed."""
+        self._checkpoint = checkpoint
+        self._weights = {}
+        self._layer = self._head = 0
+        self._position = None
+        self._slow = False
+        self._encoding = self._encode(self._text)
+        checkpoint.model.trace([0])  # warm-up: the first call pays torch's one-off costs
+        self.sig_model_changed.emit()
+        self._request()
+
+    def set_text(self, text: str) -> None:
+        """Set the text; the trace follows (at once, or from the worker thread)."""
+        if text == self._text:
+            return
+        self._text = str(text)
+        self._encoding = self._encode(self._text)
+        self.sig_text_changed.emit()
+        self._request()
+
+    def set_layer(self, layer: int) -> None:
+        """Select a layer (clamped to the model's layers)."""
+        n = self.config.n_layers if self.config else 1
+        self._set_selection("_layer", max(0, min(int(layer), n - 1)))
+
+    def set_head(self, head: int) -> None:
+        """Select a head (clamped to the model's heads)."""
+        n = self.config.n_heads if self.config else 1
+        self._set_selection("_head", max(0, min(int(head), n - 1)))
+
+    def set_position(self, position: int | None) -> None:
+        """Select a query row (clamped to the trace), or None for "the last row"."""
+        if position is not None:
+            n = self._trace.n_tokens if self._trace is not None else 0
+            position = None if n == 0 else max(0, min(int(position), n - 1))
+        self._set_selection("_position", position)
+
+    def set_positional_encoding(self, on: bool) -> None:
+        """Run with x_i = e_i + p_i (True) or x_i = e_i (False)."""
+        if bool(on) != self._pe:
+            self._pe = bool(on)
+            self.sig_options_changed.emit()
+            self._request()
+
+    def set_causal(self, on: bool) -> None:
+        """Apply the causal mask (True) or let every query see every key (False)."""
+        if bool(on) != self._causal:
+            self._causal = bool(on)
+            self.sig_options_changed.emit()
+            self._request()
+
+    def recompute(self) -> None:
+        """Trace the current text again (e.g. after the model's weights were changed in place)."""
+        self._weights = {}
+        self._request()
+
+    def shutdown(self, timeout_ms: int = 30000) -> None:
+        """Drop queued work and wait for a running trace to finish (call before the app exits)."""
+        self._closed = True
+        self._pending = None
+        self._pool.waitForDone(timeout_ms)
+
+    # ---- internals -----------------------------------------------------------------------------
+    def _set_selection(self, attr: str, value) -> None:
+        if getattr(self, attr) != value:
+            setattr(self, attr, value)
+            self.sig_selection_changed.emit()
+
+    def _encode(self, text: str) -> Encoding:
+        tok = self.tokenizer
+        return tok.encode(text) if tok is not None and text else _EMPTY
+
+    def _request(self) -> None:
+        if self._checkpoint is None or self._closed:
+            return
+        self._gen += 1
+        req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal)
+        use_worker = self.compute_mode == "async" or (self.compute_mode == "auto" and self._slow)
+        if not use_worker:
+            self._finish(req, *_run(req))
+        elif self._busy:
+            self._pending = req  # coalesce: only the newest waiting request is kept
+        else:
+            self._start(req)
+
+    def _start(self, req: _Request) -> None:
+        self._busy = True
+        relay = self._relay
+        self._pool.start(lambda: relay.sig_done.emit((req, *_run(req))))
+
+    def _on_job_done(self, payload) -> None:
+        self._busy = False
+        if self._pending is not None and not self._closed:
+            req, self._pending = self._pending, None
+            self._start(req)
+        if not self._closed:
+            self._finish(*payload)
+
+    def _finish(self, req: _Request, trace: Trace | None, exc: Exception | None, model_ms: float) -> None:
+        if req.gen != self._gen or req.checkpoint is not self._checkpoint:
+            return  # a newer request exists: never show an older text's trace
+        if self.compute_mode == "auto":
+            self._slow = model_ms > ASYNC_MS
+        self.last_model_ms = model_ms
+        self.error = "" if exc is None else f"{type(exc).__name__}: {exc}"
+        self._trace = trace
+        self._tokens = list(req.encoding.tokens[trace.dropped:]) if trace is not None else []
+        n = trace.n_tokens if trace is not None else 0
+        clamped = self._position is not None and self._position >= n
+        if clamped:
+            self._position = None
+        t0 = time.perf_counter()
+        self.sig_trace_changed.emit()
+        if clamped:
+            self.sig_selection_changed.emit()
+        self.last_draw_ms = (time.perf_counter() - t0) * 1e3
+        self.sig_timing_changed.emit()

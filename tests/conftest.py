@@ -1,0 +1,49 @@
+"""Shared fixtures: a seeded tiny model with a tiny word tokenizer, and offscreen Qt.
+
+QT_QPA_PLATFORM is set here, before anything imports Qt, so widget tests run without a display.
+"""
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402  (torch before any QApplication exists)
+
+from model import Checkpoint, GPT, GPTConfig  # noqa: E402
+from model.tokenizer import train_word_tokenizer  # noqa: E402
+
+# One thread: the tiny models are dispatch-bound, and the machine's two cores are shared.
+torch.set_num_threads(1)
+
+TINY_SENTENCES = (
+    "the cat sat on the mat .",
+    "the dog sat on the log .",
+    "a cat and a dog played in the sun .",
+    "lily saw the big red ball and she was happy .",
+)
+TINY_SEED = 1234
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """A word-level tokenizer trained on :data:`TINY_SENTENCES` (<unk> = 0, <|endoftext|> = 1)."""
+    return train_word_tokenizer(TINY_SENTENCES, vocab_size=64)
+
+
+def make_tiny_checkpoint(tokenizer, seed: int = TINY_SEED, **overrides) -> Checkpoint:
+    """A seeded GPT with context 8, d_model 16, 2 heads, 2 layers, d_mlp 32 and the tokenizer's vocab.
+
+    ``overrides`` change config fields (e.g. ``n_layers=1, n_heads=1``).
+    """
+    fields = dict(vocab_size=tokenizer.vocab_size, context_length=8, d_model=16, n_heads=2, n_layers=2, d_mlp=32)
+    fields.update(overrides)
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(**fields)).eval()
+    return Checkpoint(model=model, tokenizer=tokenizer, path=None, training={"note": "tiny test model"})
+
+
+@pytest.fixture
+def tiny_checkpoint(tiny_tokenizer) -> Checkpoint:
+    """A fresh seeded tiny model (same weights every time): see :func:`make_tiny_checkpoint`."""
+    return make_tiny_checkpoint(tiny_tokenizer)
