@@ -26,7 +26,7 @@ def _parse_ids(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m model.trace``: trace a checkpoint on a text and print what it computed."""
-    from model.checkpoint import CheckpointError, load_any
+    from model.checkpoint import CheckpointError, NeedsInput, load_any
 
     p = argparse.ArgumentParser(prog="python -m model.trace", description="Trace a checkpoint on a text and print what it computed.")
     p.add_argument("checkpoint", help="a checkpoint file (our .safetensors, or a format the app opens)")
@@ -36,10 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bidirectional", action="store_true", help="switch the causal mask off")
     p.add_argument("--top-k", type=int, default=5, help="how many next tokens to list (default 5)")
     p.add_argument("--n-heads", type=int, help="heads per block, for files that cannot tell")
+    p.add_argument("--vocab", help="the vocabulary, where it is not beside the checkpoint (a meta.pkl, "
+                   "a word-vocabulary JSON, a tokenizer.json, or a folder with GPT-2's files)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
     args = p.parse_args(argv)
     try:
-        ckpt = load_any(args.checkpoint, n_heads=args.n_heads)
+        ckpt = load_any(args.checkpoint, n_heads=args.n_heads, vocab_path=args.vocab,
+                        allow_no_tokenizer=args.ids is not None)
         tokenizer = ckpt.tokenizer
         if args.ids is not None:
             ids = _parse_ids(args.ids)
@@ -53,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             enc = tokenizer.encode(args.text)
             ids, tokens = enc.ids, enc.tokens
         tr = ckpt.model.trace(ids, positional_encoding=not args.no_pe, causal=not args.bidirectional)
+    except NeedsInput as exc:
+        hint = "run again with --n-heads N" if exc.kind == "n_heads" else "give --vocab PATH, or use --ids"
+        print(f"error: {exc}\n({hint})", file=sys.stderr)
+        return 2
     except (CheckpointError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

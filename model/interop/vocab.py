@@ -5,7 +5,7 @@
   cannot encode them either).
 - A word vocabulary JSON with an ``itos`` list (ids in list order), an optional
   ``tokenizer_regex`` (the words are ``re.findall(tokenizer_regex, text)``), ``lowercase``,
-  ``unk_id`` and ``eos_id``.
+  ``unk_id`` (words outside the list get this id).
 - GPT-2's byte-level BPE (50,257 tokens) from its ``encoder.json`` and ``vocab.bpe``, found where
   tiktoken caches them (``TIKTOKEN_CACHE_DIR``); nothing is ever downloaded.
 - A ``tokenizer.json``.
@@ -87,7 +87,6 @@ def word_vocab_tokenizer(data: dict[str, Any]) -> Tokenizer:
     vocab = {w: i for i, w in enumerate(itos)}
     if len(vocab) != len(itos):
         raise ValueError("the vocabulary list has duplicate entries")
-    specials = [itos[i] for i in (data.get("unk_id"), data.get("eos_id")) if isinstance(i, int) and 0 <= i < len(itos)]
     unk = itos[data["unk_id"]] if isinstance(data.get("unk_id"), int) and 0 <= data["unk_id"] < len(itos) else "<unk>"
     hf = HFTokenizer(WordLevel(vocab=vocab, unk_token=unk))
     if lowercase:
@@ -97,7 +96,6 @@ def word_vocab_tokenizer(data: dict[str, Any]) -> Tokenizer:
         hf.pre_tokenizer = pre_tokenizers.Split(Regex(regex), behavior="removed", invert=True)
     except Exception as exc:  # tokenizers raises a plain Exception for a bad pattern
         raise ValueError(f"bad tokenizer_regex {regex!r}: {exc}") from None
-    hf.add_special_tokens(specials)
     return Tokenizer(hf)
 
 
