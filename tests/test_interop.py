@@ -144,6 +144,17 @@ def test_model_and_optimizer_wrapper_and_extension_do_not_matter(tmp_path):
     assert np.abs(_logits(ckpt, ids) - np.load(FIX / "ckpt_raschka_ref_logits.npy")).max() <= 1e-5
 
 
+def test_a_foreign_state_dict_in_a_safetensors_file_opens(tmp_path):
+    from safetensors.torch import save_file
+
+    state = torch.load(RASCHKA, weights_only=True)
+    save_file({k: v.contiguous() for k, v in state.items()}, tmp_path / "model.safetensors")
+    ckpt = load_any(tmp_path / "model.safetensors", n_heads=2, vocab_path=FIX / "raschka_word_vocab.json")
+    assert ckpt.source_format == "llms-from-scratch"
+    ids = np.load(FIX / "raschka_input_ids.npy")
+    assert np.abs(_logits(ckpt, ids) - np.load(FIX / "ckpt_raschka_ref_logits.npy")).max() <= 1e-5
+
+
 # ---------------------------------------------------------------- files the tests make
 
 
