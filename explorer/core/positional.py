@@ -95,6 +95,7 @@ class OrderRun:
     token_ids : (T,) int64                the ids in this run's order.
     attn_weights : (T, T)                 the selected layer and head, rows sum to 1, in [0, 1].
     top_ids : (k,) int64, top_probs : (k,)  the most likely next tokens at the last position.
+    last_probs : (vocab_size,)            the whole next-token distribution at the last position.
     """
 
     positional_encoding: bool
@@ -103,6 +104,7 @@ class OrderRun:
     attn_weights: np.ndarray
     top_ids: np.ndarray
     top_probs: np.ndarray
+    last_probs: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def compare_orders(
         For a bad permutation, layer or head.
     """
     cfg = model.config
-    ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)[-cfg.context_length:]
+    ids = np.array(token_ids, dtype=np.int64).reshape(-1)[-cfg.context_length:].copy()
     T = ids.shape[0]
     p = check_permutation(perm, T)
     if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
@@ -239,9 +241,10 @@ def compare_orders(
         a = model.trace(ids, positional_encoding=pe, causal=causal)
         b = model.trace(ids[p], positional_encoding=pe, causal=causal)
         for tr, reordered in ((a, False), (b, True)):
-            top = _top(tr.probs[-1], top_k) if T else (np.zeros(0, np.int64), np.zeros(0, np.float32))
+            last = tr.probs[-1] if T else np.zeros(0, np.float32)
+            top = _top(last, top_k)
             weights = tr.blocks[layer].attn_weights[head]
-            runs.append(OrderRun(pe, reordered, tr.token_ids, weights, *top))
+            runs.append(OrderRun(pe, reordered, tr.token_ids, weights, *top, last))
         if T:
             la, lb = a.blocks[layer], b.blocks[layer]
             attn_d[int(pe)] = relative_delta(la.attn_out, lb.attn_out[inv])

@@ -7,11 +7,13 @@ import its class and append one entry to :data:`PANELS`.
 
 from explorer.qt.panels.attention import AttentionPanel
 from explorer.qt.panels.embeddings import EmbeddingsPanel
+from explorer.qt.panels.formula import FormulaPanel
 from explorer.qt.panels.model_info import ModelInfoPanel
 from explorer.qt.panels.next_token import NextTokenPanel
 from explorer.qt.panels.positional import PositionalPanel
 from explorer.qt.panels.qkv import QKVPanel
 from explorer.qt.panels.tokens import TokensPanel
+from explorer.qt.panels.variants import VariantsPanel
 
 PANELS = [
     ("tokens", "Text and tokens", TokensPanel),
@@ -21,6 +23,8 @@ PANELS = [
     ("next-token", "Next token", NextTokenPanel),
     ("model", "Model", ModelInfoPanel),
     ("positional", "Positional encoding and order", PositionalPanel),
+    ("formula", "Attention formula", FormulaPanel),
+    ("variants", "Attention variants", VariantsPanel),
 ]
 
 

@@ -1,0 +1,176 @@
+"""Formula panel: scaled dot-product attention for one query token, with the live numbers.
+
+Follows the session's layer, head and query position; the numbers come from
+:func:`explorer.core.formula.attention_steps`, recomputed from q, k and v (not copied from the
+trace's weights), and the last line compares the result with the model's own head output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QSpinBox, QSplitter,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from explorer.core.formula import FormulaSteps, attention_steps
+from explorer.core.views import symmetric_levels, token_label
+from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.session import Session
+
+SCALARS = ["j", "key token", "q_i·k_j", "s_ij = q_i·k_j / √d_head", "exp(s_ij − max)", "a_ij"]
+VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
+SHOW_VECTORS_UP_TO = 8  # d_head at most this: vectors also printed in the table
+AGREE_TOL = 1e-5
+
+
+def _vec(v: np.ndarray) -> str:
+    return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
+
+
+class FormulaPanel(QWidget):
+    """The course's steps for query token i: q_i, each k_j, q_i·k_j, ÷√d_head, softmax, a_ij v_j, out_i."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.steps: FormulaSteps | None = None
+        self._dirty = True
+        self.position_box = QSpinBox()
+        self.position_box.setToolTip("the query position i (also: click a chip or a row of the attention map)")
+        self.position_box.valueChanged.connect(session.set_position)
+        self.header = QLabel()
+        self.formula = QLabel()
+        self.formula.setWordWrap(True)
+        self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.totals = QLabel()
+        self.totals.setWordWrap(True)
+        self.agreement = QLabel()
+        self.agreement.setWordWrap(True)
+        self.table = QTableWidget(0, len(SCALARS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(20)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.q_map = Heatmap("q_i (query)", DIVERGING)
+        self.k_map = Heatmap("k_j (keys)", DIVERGING)
+        self.v_map = Heatmap("v_j (values)", DIVERGING)
+        self.av_map = Heatmap("a_ij v_j (values scaled by their weights)", DIVERGING)
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j, and the model's own", DIVERGING)
+        for hm in (self.k_map, self.v_map, self.av_map):
+            hm.sig_row_clicked.connect(self._on_key_clicked)
+        self._build_layout()
+        session.sig_model_changed.connect(self._on_session_changed)
+        session.sig_trace_changed.connect(self._on_session_changed)
+        session.sig_selection_changed.connect(self._on_session_changed)
+        self.refresh()
+
+    def _build_layout(self) -> None:
+        top = QHBoxLayout()
+        top.addWidget(QLabel("query i"))
+        top.addWidget(self.position_box)
+        top.addWidget(self.header, 1)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.formula)
+        lv.addWidget(self.table, 1)
+        lv.addWidget(self.totals)
+        lv.addWidget(self.agreement)
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        for hm, stretch in ((self.q_map, 0), (self.k_map, 2), (self.v_map, 2), (self.av_map, 2), (self.out_map, 0)):
+            rv.addWidget(hm, stretch)
+        self.q_map.setFixedHeight(95)
+        self.out_map.setFixedHeight(115)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setSizes([600, 500])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(top)
+        layout.addWidget(split, 1)
+
+    def _on_key_clicked(self, row: int) -> None:
+        self.table.selectRow(row)
+
+    def _on_session_changed(self) -> None:
+        self._dirty = True
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().showEvent(event)
+        if self._dirty:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the steps for the session's layer, head and selected position, and redraw."""
+        self._dirty = False
+        s = self.session
+        i = s.selected_position()
+        self.position_box.blockSignals(True)
+        self.position_box.setRange(0, max((s.trace.n_tokens if s.trace is not None else 1) - 1, 0))
+        self.position_box.setValue(i or 0)
+        self.position_box.blockSignals(False)
+        if i is None:
+            self.steps = None
+            self._clear()
+            return
+        self.steps = attention_steps(s.trace, s.layer, s.head, i)
+        self._draw(self.steps, s.tokens)
+
+    def _clear(self) -> None:
+        self.header.setText("no tokens yet: type some text")
+        for w in (self.formula, self.totals, self.agreement):
+            w.setText("")
+        self.table.setRowCount(0)
+        for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
+            hm.clear()
+
+    def _draw(self, st: FormulaSteps, tokens: list[str]) -> None:
+        tok = token_label(tokens[st.position]) if st.position < len(tokens) else "?"
+        mask = (f"keys j ≤ {st.position} (causal mask)" if st.causal
+                else f"all {len(st.keys)} keys (mask off)")
+        self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {mask}")
+        self.formula.setText(
+            f"s_ij = q_i·k_j / √d_head  with √d_head = √{st.d_head} = {st.sqrt_d_head:.4f};   "
+            f"a_ij = exp(s_ij − max_j s_ij) / Σ_j exp(s_ij − max_j s_ij);   out_i = Σ_j a_ij v_j   "
+            "(Vaswani et al. 2017, eq. 1)")
+        self._fill_table(st, tokens)
+        self.totals.setText(
+            f"max_j s_ij = {st.max_score:.6f} · Σ_j exp(s_ij − max) = {st.norm:.6f} · "
+            f"Σ_j a_ij = {st.weights.sum():.6f}")
+        agree = "they agree" if st.max_abs_diff < AGREE_TOL else "they DISAGREE"
+        self.agreement.setText(
+            f"<b>out_i</b> computed here from q, k, v versus the model's head_out[{st.head}, {st.position}]: "
+            f"max |Δ| = {st.max_abs_diff:.1e}, {agree}.")
+        keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
+        qk = symmetric_levels(st.q, st.k)
+        self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None)
+        self.k_map.set_data(st.k, qk, keys, None)
+        self.v_map.set_data(st.v, symmetric_levels(st.v), keys, None)
+        out_levels = symmetric_levels(st.weighted_v, st.out, st.trace_out)
+        self.av_map.set_data(st.weighted_v, out_levels, keys, None)
+        self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, ["Σ_j a_ij v_j", "model's head_out"], None)
+
+    def _fill_table(self, st: FormulaSteps, tokens: list[str]) -> None:
+        vectors = st.d_head <= SHOW_VECTORS_UP_TO
+        headers = SCALARS + (VECTOR_COLUMNS if vectors else [])
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        self.table.setRowCount(len(st.keys))
+        for r, j in enumerate(st.keys):
+            cells = [str(int(j)), token_label(tokens[j]) if j < len(tokens) else "?",
+                     f"{st.dots[r]:.6f}", f"{st.scores[r]:.6f}", f"{st.exps[r]:.6f}", f"{st.weights[r]:.6f}"]
+            if vectors:
+                cells += [_vec(st.k[r]), _vec(st.v[r]), _vec(st.weighted_v[r])]
+            for c, text in enumerate(cells):
+                item = self.table.item(r, c)
+                if item is None:
+                    item = QTableWidgetItem()
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    self.table.setItem(r, c, item)
+                item.setText(text)

@@ -1,0 +1,339 @@
+"""Positional-encoding panel: reorder the tokens and see what order changes, with PE on and off.
+
+The numbers come from :func:`explorer.core.positional.compare_orders` (four traces: original and
+reordered, positional encoding on and off); this file only draws them.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QListWidget,
+                               QListWidgetItem, QPushButton, QSpinBox, QSplitter, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from explorer.core import positional
+from explorer.core.positional_sentence import fmt
+from explorer.core.views import axis_labels, token_label
+from explorer.qt import dialogs
+from explorer.qt.heatmap import SEQUENTIAL, Heatmap
+from explorer.qt.session import Session
+
+TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
+TOP_K = 5
+BAR_H = 0.4
+COLUMNS = ["token", "now at", "attn Δ, PE off", "block Δ, PE off", "attn Δ, PE on", "block Δ, PE on"]
+CHANGED = QColor("#fbd9b5")
+
+
+class OrderChips(QListWidget):
+    """The reordered tokens as chips that can be dragged into any order."""
+
+    def __init__(self, on_reordered) -> None:
+        super().__init__()
+        self.setFlow(QListWidget.Flow.LeftToRight)
+        self.setWrapping(False)
+        self.setDragDropMode(QAbstractItemView.DragDropMode.InternalMove)
+        self.setDefaultDropAction(Qt.DropAction.MoveAction)
+        self.setFixedHeight(44)
+        self.setSpacing(2)
+        self.setStyleSheet("QListWidget::item { background:#e8f0fb; border:1px solid #8fa8c8; "
+                           "border-radius:4px; padding:2px 5px; }")
+        self.setToolTip("Drag the chips into any order")
+        self.model().rowsMoved.connect(lambda *_: on_reordered(self.order()))
+
+    def show_order(self, tokens: list[str], perm: np.ndarray) -> None:
+        """One chip per reordered position p: token perm[p] and its original index."""
+        self.blockSignals(True)
+        self.clear()
+        for p in perm:
+            item = QListWidgetItem(f"{token_label(tokens[p], 10)}  ({p})")
+            item.setData(Qt.ItemDataRole.UserRole, int(p))
+            self.addItem(item)
+        self.blockSignals(False)
+
+    def order(self) -> list[int]:
+        """The original index of each chip, left to right."""
+        return [int(self.item(r).data(Qt.ItemDataRole.UserRole)) for r in range(self.count())]
+
+
+class PositionalPanel(QWidget):
+    """Original order versus a reordering: attention weights, next-token bars, the Δ table and
+    the sentence the numbers support, with positional encoding on and off."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.mode: tuple = ("reverse",)
+        self.perm = np.zeros(0, np.int64)
+        self.comparison: positional.OrderComparison | None = None
+        self._dirty = True
+        self._build_controls()
+        self._build_views()
+        self._build_layout()
+        session.sig_model_changed.connect(self._on_session_changed)
+        session.sig_trace_changed.connect(self._on_session_changed)
+        session.sig_selection_changed.connect(self._on_session_changed)
+        session.sig_options_changed.connect(self._on_session_changed)
+        self.refresh()
+
+    # ---- building -------------------------------------------------------------------------------
+    def _build_controls(self) -> None:
+        s = self.session
+        self.pe_box = QCheckBox("positional encoding  x_i = e_i + p_i")
+        self.causal_box = QCheckBox("causal mask")
+        self.pe_box.toggled.connect(s.set_positional_encoding)
+        self.causal_box.toggled.connect(s.set_causal)
+        self.warning = QLabel()
+        self.warning.setWordWrap(True)
+        self.warning.setStyleSheet("color:#9a4a00")
+        self.twin_button = QPushButton("Open the twin trained without positional encoding")
+        self.twin_button.clicked.connect(self.open_twin)
+        self.keep_last = QCheckBox("keep the last token in place")
+        self.keep_last.toggled.connect(lambda _: self._set_mode(self.mode))
+        self.i_box, self.j_box = QSpinBox(), QSpinBox()
+        self.buttons = {}
+        for name, text, mode in (("reverse", "Reverse", lambda: ("reverse",)),
+                                 ("rotate", "Rotate ←", lambda: ("rotate", 1)),
+                                 ("shuffle", "Shuffle", lambda: ("shuffle", 0)),
+                                 ("again", "Shuffle again", self._next_shuffle),
+                                 ("swap", "Swap", lambda: ("swap", self.i_box.value(), self.j_box.value()))):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, m=mode: self._set_mode(m()))
+            self.buttons[name] = button
+        self.chips = OrderChips(lambda order: self._set_mode(("custom", tuple(order))))
+
+    def _build_views(self) -> None:
+        self.maps, self.bar_plots, self.bars = {}, {}, {}
+        self.grid = QGridLayout()
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        for row, pe in enumerate((True, False)):
+            self.grid.addWidget(QLabel(f"<b>PE<br>{'on' if pe else 'off'}</b>"), row, 0)
+            for col, reordered in enumerate((False, True)):
+                title = f"{'reordered' if reordered else 'original'} · PE {'on' if pe else 'off'}"
+                hm = Heatmap(f"attention weights, {title}", SEQUENTIAL, col_axis="top", colorbar=False)
+                hm.setMinimumSize(120, 120)
+                self.maps[pe, reordered] = hm
+                self.grid.addWidget(hm, row, col + 1)
+            view = pg.GraphicsLayoutWidget()
+            view.setBackground("w")
+            view.setMinimumSize(120, 120)
+            plot = view.addPlot(title=f"next token · PE {'on' if pe else 'off'}")
+            plot.invertY(True)
+            plot.setMouseEnabled(False, False)
+            plot.setMenuEnabled(False)
+            plot.hideButtons()
+            plot.addLegend(offset=(-5, -5))
+            for reordered, colour in ((False, "#4477aa"), (True, "#ee8833")):
+                bars = pg.BarGraphItem(x0=[], y=[], height=BAR_H, width=[], brush=colour,
+                                       name="reordered" if reordered else "original")
+                plot.addItem(bars)
+                self.bars[pe, reordered] = bars
+            self.bar_plots[pe] = plot
+            self.grid.addWidget(view, row, 3)
+        for c in (1, 2, 3):
+            self.grid.setColumnStretch(c, 1)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(20)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.tv_label = QLabel()
+        self.tv_label.setWordWrap(True)
+        self.sentence = QLabel()
+        self.sentence.setWordWrap(True)
+        self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.sentence.setStyleSheet("padding:4px; background:#f6f6f0;")
+
+    def _build_layout(self) -> None:
+        options = QHBoxLayout()
+        for w in (self.pe_box, self.causal_box, self.twin_button):
+            options.addWidget(w)
+        options.addWidget(self.warning, 1)
+        reorder = QHBoxLayout()
+        for name in ("reverse", "rotate", "shuffle", "again"):
+            reorder.addWidget(self.buttons[name])
+        for w in (QLabel("swap"), self.i_box, QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last):
+            reorder.addWidget(w)
+        reorder.addStretch(1)
+        views = QWidget()
+        views.setLayout(self.grid)
+        bottom = QWidget()
+        b = QVBoxLayout(bottom)
+        b.setContentsMargins(0, 0, 0, 0)
+        b.addWidget(self.sentence)
+        b.addWidget(self.tv_label)
+        b.addWidget(self.table, 1)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(views)
+        split.addWidget(bottom)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([600, 400])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(options)
+        layout.addLayout(reorder)
+        layout.addWidget(self.chips)
+        layout.addWidget(split, 1)
+
+    # ---- reordering -------------------------------------------------------------------------------
+    def _next_shuffle(self) -> tuple:
+        seed = self.mode[1] + 1 if self.mode[0] == "shuffle" else 1
+        return ("shuffle", seed)
+
+    def permutation(self, n: int) -> np.ndarray:
+        """The current reordering applied to n tokens (a custom order of another length: reversed)."""
+        kind, keep = self.mode[0], self.keep_last.isChecked()
+        if kind == "rotate":
+            return positional.rotate(n, self.mode[1], keep)
+        if kind == "shuffle":
+            return positional.shuffle(n, self.mode[1], keep)
+        if kind == "swap":
+            i, j = self.mode[1], self.mode[2]
+            return positional.swap(n, i, j) if max(i, j) < n else np.arange(n)
+        if kind == "custom" and len(self.mode[1]) == n:
+            return positional.check_permutation(self.mode[1], n)
+        return positional.reverse(n, keep)
+
+    def _set_mode(self, mode: tuple) -> None:
+        self.mode = mode
+        self._dirty = True
+        self.refresh()
+
+    def set_order(self, perm) -> None:
+        """Show an explicit order (what dragging the chips does): reordered position p holds token perm[p]."""
+        self._set_mode(("custom", tuple(int(p) for p in perm)))
+
+    # ---- model switching ----------------------------------------------------------------------------
+    def open_twin(self) -> None:
+        """Open the twin checkpoint trained without positional encoding, through the window's open path."""
+        window = self.window()
+        if hasattr(window, "open_checkpoint"):
+            window.open_checkpoint(TWIN)
+            return
+        from model.checkpoint import CheckpointError, load_any
+
+        try:
+            self.session.set_checkpoint(load_any(TWIN))
+        except CheckpointError as exc:
+            dialogs.error(self, "Could not open checkpoint", str(exc))
+
+    def _update_options(self) -> None:
+        s = self.session
+        for box, value in ((self.pe_box, s.positional_encoding), (self.causal_box, s.causal)):
+            box.blockSignals(True)
+            box.setChecked(value)
+            box.blockSignals(False)
+        trained_with_pe = bool(s.config and s.config.positional_encoding)
+        is_twin = bool(s.checkpoint and s.checkpoint.path and Path(s.checkpoint.path).name == TWIN.name)
+        self.twin_button.setVisible(trained_with_pe and TWIN.exists() and not is_twin)
+        if s.config is not None and not trained_with_pe:
+            self.warning.setText("This model was trained without positional encoding: on and off are the same.")
+        elif not s.positional_encoding:
+            self.warning.setText("This model was trained with positional encoding: switching it off takes it "
+                                 "outside what it was trained on. The twin trained without it is the fair comparison.")
+        else:
+            self.warning.setText("")
+
+    # ---- drawing ---------------------------------------------------------------------------------------
+    def _on_session_changed(self) -> None:
+        self._dirty = True
+        self._update_options()
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().showEvent(event)
+        if self._dirty:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the comparison for the session's tokens, layer, head and mask, and redraw."""
+        self._dirty = False
+        self._update_options()
+        s = self.session
+        n = s.trace.n_tokens if s.trace is not None and s.model is not None else 0
+        for box in (self.i_box, self.j_box):
+            box.setRange(0, max(n - 1, 0))
+        if n == 0:
+            self.comparison, self.perm = None, np.zeros(0, np.int64)
+            self._clear()
+            return
+        self.perm = self.permutation(n)
+        tokens = s.tokens
+        self.comparison = positional.compare_orders(
+            s.model, s.trace.token_ids, self.perm, layer=s.layer, head=s.head, causal=s.causal,
+            top_k=TOP_K, tokens=tokens)
+        if self.chips.order() != self.perm.tolist() or self.chips.count() != n:
+            self.chips.show_order(tokens, self.perm)
+        self._draw(self.comparison, tokens)
+
+    def _clear(self) -> None:
+        self.chips.clear()
+        for hm in self.maps.values():
+            hm.clear()
+        for bars in self.bars.values():
+            bars.setOpts(x0=[], y=[], width=[], height=BAR_H)
+        for plot in self.bar_plots.values():
+            plot.getAxis("left").setTicks([[], []])
+        self.table.setRowCount(0)
+        self.tv_label.setText("")
+        self.sentence.setText("No tokens yet: type some text to reorder.")
+
+    def _token_name(self, token_id: int) -> str:
+        tok = self.session.tokenizer
+        return tok.id_to_token(int(token_id)) if tok is not None else f"#{token_id}"
+
+    def _draw(self, c: positional.OrderComparison, tokens: list[str]) -> None:
+        reordered_tokens = [tokens[p] for p in c.perm]
+        for (pe, reordered), hm in self.maps.items():
+            labels = axis_labels(reordered_tokens if reordered else tokens)
+            hm.set_data(c.run(pe, reordered).attn_weights, (0.0, 1.0), labels, [lb.split(" ", 1)[1] for lb in labels])
+        for pe, plot in self.bar_plots.items():
+            self._draw_bars(c, pe, plot)
+        self._fill_table(c, tokens)
+        self.tv_label.setText(
+            f"Next token at the last position, total variation between the two orders: "
+            f"PE off {fmt(c.last_tv[0])} · PE on {fmt(c.last_tv[1])}  (Δ = ‖out_i − out'_i‖ / ‖out_i‖, "
+            f"each token against itself at its new place; shaded above {positional.REL_TOL:g})")
+        pe = self.session.positional_encoding
+        first, second = (pe, not pe)
+        self.sentence.setText(
+            f"<b>Positional encoding {'on' if first else 'off'}:</b> {html.escape(c.sentence(first))}<br>"
+            f"<span style='color:#555'><b>{'On' if second else 'Off'}:</b> {html.escape(c.sentence(second))}</span>")
+
+    def _draw_bars(self, c: positional.OrderComparison, pe: bool, plot) -> None:
+        """Grouped bars: the union of both orders' top tokens, original (blue) above reordered (orange)."""
+        a, b = c.run(pe, False), c.run(pe, True)
+        ids = list(dict.fromkeys([int(i) for i in a.top_ids] + [int(i) for i in b.top_ids]))
+        ys = np.arange(len(ids), dtype=float)
+        pa, pb = a.last_probs[ids], b.last_probs[ids]
+        self.bars[pe, False].setOpts(x0=np.zeros(len(ids)), y=ys - BAR_H / 2, width=pa, height=BAR_H)
+        self.bars[pe, True].setOpts(x0=np.zeros(len(ids)), y=ys + BAR_H / 2, width=pb, height=BAR_H)
+        ticks = [(y, f"{token_label(self._token_name(i), 9)} {p:.3f}/{q:.3f}") for y, i, p, q in zip(ys, ids, pa, pb)]
+        plot.getAxis("left").setTicks([ticks, []])
+        top = max(float(c.run(True, False).top_probs.max()), float(c.run(True, True).top_probs.max()),
+                  float(c.run(False, False).top_probs.max()), float(c.run(False, True).top_probs.max()))
+        plot.setRange(xRange=(0, top * 1.05), yRange=(-0.5, max(len(ids), 1) - 0.5), padding=0)
+
+    def _fill_table(self, c: positional.OrderComparison, tokens: list[str]) -> None:
+        n = len(tokens)
+        self.table.setRowCount(n)
+        values = (c.attn_delta[0], c.block_delta[0], c.attn_delta[1], c.block_delta[1])
+        for i in range(n):
+            cells = [f"{i} {token_label(tokens[i])}", str(int(c.inverse[i]))] + [f"{v[i]:.2e}" for v in values]
+            for col, text in enumerate(cells):
+                item = self.table.item(i, col)
+                if item is None:
+                    item = QTableWidgetItem()
+                    self.table.setItem(i, col, item)
+                item.setText(text)
+                shade = col >= 2 and values[col - 2][i] > positional.REL_TOL
+                item.setBackground(CHANGED if shade else QColor("white"))

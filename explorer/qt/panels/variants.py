@@ -1,0 +1,151 @@
+"""Variants panel: the book chapter's four attention variants on the current tokens.
+
+The numbers come from :func:`explorer.core.variants.all_variants`; this file only draws the
+selected variant's scores, weights and outputs, and the line saying how it differs from the
+model's own computation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from explorer.core import variants
+from explorer.core.views import axis_labels, masked_as_nan, symmetric_levels, token_label
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap
+from explorer.qt.session import Session
+
+
+def side_by_side(mats: np.ndarray) -> np.ndarray:
+    """(n, T, T) -> (T, n*(T+1)-1): the matrices next to each other, a blank (NaN) column between."""
+    n, T, _ = mats.shape
+    out = np.full((T, n * (T + 1) - 1), np.nan, dtype=np.float32)
+    for h in range(n):
+        out[:, h * (T + 1):h * (T + 1) + T] = mats[h]
+    return out
+
+
+def _side_labels(n: int, keys: list[str]) -> list[str]:
+    labels = []
+    for h in range(n):
+        labels += [f"h{h}:{k}" if n > 1 else k for k in keys] + ([""] if h < n - 1 else [])
+    return labels
+
+
+class VariantsPanel(QWidget):
+    """A selector for the four variants; each shows scores, weights, outputs and its difference line."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.results: tuple[variants.Variant, ...] = ()
+        self._dirty = True
+        self.selector = QComboBox()
+        for key in variants.KEYS:
+            self.selector.addItem(variants.TITLES[key], key)
+        self.selector.currentIndexChanged.connect(lambda _: self.draw())
+        self.header = QLabel()
+        self.formula = QLabel()
+        self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.difference = QLabel()
+        self.difference.setWordWrap(True)
+        self.difference.setStyleSheet("padding:4px; background:#f6f6f0;")
+        self.row_text = QLabel()
+        self.row_text.setWordWrap(True)
+        self.scores = Heatmap("scores (before softmax)", DIVERGING, col_axis="top")
+        self.weights = Heatmap("weights (softmax, rows sum to 1)", SEQUENTIAL, col_axis="top")
+        self.outputs = Heatmap("outputs (context vectors)", DIVERGING)
+        self.mixed = Heatmap("after W_O: the attention output", DIVERGING)
+        for hm in (self.scores, self.weights, self.outputs, self.mixed):
+            hm.sig_row_clicked.connect(session.set_position)
+        self._build_layout()
+        session.sig_model_changed.connect(self._on_session_changed)
+        session.sig_trace_changed.connect(self._on_session_changed)
+        session.sig_selection_changed.connect(self._on_session_changed)
+        self.refresh()
+
+    def _build_layout(self) -> None:
+        top = QHBoxLayout()
+        top.addWidget(QLabel("variant"))
+        top.addWidget(self.selector)
+        top.addWidget(self.header, 1)
+        grid = QGridLayout()
+        grid.addWidget(self.scores, 0, 0)
+        grid.addWidget(self.weights, 0, 1)
+        outs = QHBoxLayout()  # the W_O output is hidden except for multi-head: outputs then fill the row
+        outs.addWidget(self.outputs)
+        outs.addWidget(self.mixed)
+        grid.addLayout(outs, 1, 0, 1, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(top)
+        layout.addWidget(self.formula)
+        layout.addWidget(self.difference)
+        layout.addLayout(grid, 1)
+        layout.addWidget(self.row_text)
+
+    def select(self, key: str) -> None:
+        """Show the variant with this key (one of :data:`explorer.core.variants.KEYS`)."""
+        self.selector.setCurrentIndex(list(variants.KEYS).index(key))
+
+    def current(self) -> variants.Variant | None:
+        """The variant on show, or None when there are no tokens."""
+        return self.results[self.selector.currentIndex()] if self.results else None
+
+    def _on_session_changed(self) -> None:
+        self._dirty = True
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().showEvent(event)
+        if self._dirty:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the four variants for the session's layer, head and position, and redraw."""
+        self._dirty = False
+        s = self.session
+        i = s.selected_position()
+        self.results = () if i is None or s.model is None else variants.all_variants(s.model, s.trace, s.layer, s.head, i)
+        self.draw()
+
+    def draw(self) -> None:
+        """Draw the selected variant (everything cleared when there are no tokens)."""
+        v = self.current()
+        if v is None:
+            self.header.setText("no tokens yet: type some text")
+            for w in (self.formula, self.difference, self.row_text):
+                w.setText("")
+            for hm in (self.scores, self.weights, self.outputs, self.mixed):
+                hm.clear()
+            return
+        s = self.session
+        tokens = s.tokens
+        rows = axis_labels(tokens)
+        keys = [token_label(t, 8) for t in tokens]
+        n = v.weights.shape[0]
+        head = f"all {n} heads" if v.key == "multihead" else f"head {s.head}"
+        self.header.setText(f"layer {s.layer} · {head} · token {v.position} {token_label(tokens[v.position])!r}")
+        self.formula.setText(v.formula)
+        self.difference.setText(v.difference)
+        scores = masked_as_nan(side_by_side(v.scores) if n > 1 else v.scores[0])
+        cols = _side_labels(n, keys)
+        self.scores.set_data(scores, symmetric_levels(scores), rows, cols)
+        self.weights.set_data(side_by_side(v.weights) if n > 1 else v.weights[0], (0.0, 1.0), rows, cols)
+        out = v.combined if v.combined is not None else v.outputs[0]
+        self.outputs.setVisible(True)
+        self.outputs.plot.setTitle("heads concatenated (each head's outputs side by side)" if v.combined is not None
+                                   else "outputs: one context vector per token")
+        self.outputs.set_data(out, symmetric_levels(out), rows, None)
+        self.mixed.setVisible(v.mixed is not None)
+        if v.mixed is not None:
+            self.mixed.set_data(v.mixed, symmetric_levels(v.mixed), rows, None)
+        for hm in (self.scores, self.weights, self.outputs, self.mixed):
+            hm.set_selected_row(v.position)
+        row = v.output_row
+        shown = ", ".join(f"{x:.4f}" for x in row[:6]) + (", …" if len(row) > 6 else "")
+        self.row_text.setText(
+            f"output for token {v.position}: width {len(row)}, ‖·‖ = {np.linalg.norm(row):.4f}, [{shown}] "
+            "(hover a cell for its exact value; click a row to pick another token)")

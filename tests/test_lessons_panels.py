@@ -1,0 +1,189 @@
+"""The lessons' panels (pytest-qt, offscreen): they show part 1's numbers for the session's state,
+follow its changes both ways, and render through ``--screenshot --panel NAME``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QModelIndex
+from PySide6.QtGui import QImage
+
+from explorer.core import formula, positional, variants
+from explorer.qt.panels import panel_names
+from explorer.qt.panels.formula import FormulaPanel
+from explorer.qt.panels.positional import PositionalPanel
+from explorer.qt.panels.variants import VariantsPanel, side_by_side
+from explorer.qt.session import Session
+
+TEXT = "the cat sat on the mat ."
+
+
+@pytest.fixture
+def session(qtbot, tiny_checkpoint):
+    s = Session(compute_mode="sync")
+    s.set_checkpoint(tiny_checkpoint)
+    s.set_text(TEXT)
+    return s
+
+
+def _show(qtbot, panel):
+    qtbot.addWidget(panel)
+    panel.resize(1200, 800)
+    panel.show()
+    return panel
+
+
+def test_panels_are_registered():
+    assert {"positional", "formula", "variants"} <= set(panel_names())
+
+
+# --- positional --------------------------------------------------------------------------------
+
+def test_positional_panel_shows_the_comparison(qtbot, session):
+    panel = _show(qtbot, PositionalPanel(session))
+    T = session.trace.n_tokens
+    expected = positional.compare_orders(session.model, session.trace.token_ids, positional.reverse(T),
+                                         layer=0, head=0, causal=True, tokens=session.tokens)
+    c = panel.comparison
+    np.testing.assert_array_equal(c.perm, positional.reverse(T))
+    np.testing.assert_array_equal(c.attn_delta, expected.attn_delta)
+    np.testing.assert_array_equal(panel.maps[True, True].data, expected.run(True, True).attn_weights)
+    assert panel.maps[False, True].row_labels[0].endswith(session.tokens[-1].strip())
+    assert panel.table.rowCount() == T
+    assert panel.table.item(2, 2).text() == f"{expected.attn_delta[0][2]:.2e}"
+    assert expected.sentence(True) in panel.sentence.text().replace("&#x27;", "'")
+    assert panel.chips.order() == positional.reverse(T).tolist()
+
+
+def test_positional_controls_follow_and_drive_the_session(qtbot, session):
+    panel = _show(qtbot, PositionalPanel(session))
+    panel.pe_box.setChecked(False)
+    assert session.positional_encoding is False
+    assert "outside what it was trained on" in panel.warning.text()
+    session.set_positional_encoding(True)
+    assert panel.pe_box.isChecked() and panel.warning.text() == ""
+    panel.causal_box.setChecked(False)
+    assert session.causal is False and panel.comparison.causal is False
+    assert panel.comparison.attn_delta[0].max() < 1e-5  # PE off + mask off: a set
+    session.set_causal(True)
+    assert panel.causal_box.isChecked() and panel.comparison.causal
+
+
+def test_positional_reorderings_and_keep_last(qtbot, session):
+    panel = _show(qtbot, PositionalPanel(session))
+    T = session.trace.n_tokens
+    panel.keep_last.setChecked(True)
+    assert panel.comparison.perm[-1] == T - 1
+    # The tiny model has 2 layers: with the mask the order leaks into the last prediction.
+    assert panel.comparison.last_tv[0] > 1e-6 and "leaks" in panel.comparison.sentence(False)
+    panel.buttons["shuffle"].click()
+    first = panel.comparison.perm.copy()
+    panel.buttons["again"].click()
+    assert not np.array_equal(first, panel.comparison.perm) and panel.comparison.perm[-1] == T - 1
+    panel.i_box.setValue(1)
+    panel.j_box.setValue(4)
+    panel.buttons["swap"].click()
+    assert panel.comparison.perm.tolist() == positional.swap(T, 1, 4).tolist()
+    panel.buttons["rotate"].click()
+    assert panel.comparison.perm.tolist() == positional.rotate(T, 1, keep_last=True).tolist()
+
+
+def test_dragging_a_chip_reorders(qtbot, session):
+    panel = _show(qtbot, PositionalPanel(session))
+    panel.buttons["swap"].click()  # swap 0 with 0: the identity
+    assert "nothing can change" in panel.comparison.sentence(True)
+    panel.chips.model().moveRows(QModelIndex(), 0, 1, QModelIndex(), 3)  # what a drop does
+    assert panel.mode[0] == "custom"
+    assert panel.comparison.perm.tolist()[:3] == [1, 2, 0]
+    assert panel.chips.order() == panel.comparison.perm.tolist()
+
+
+def test_positional_follows_text_and_selection(qtbot, session):
+    panel = _show(qtbot, PositionalPanel(session))
+    session.set_layer(1)
+    session.set_head(1)
+    assert (panel.comparison.layer, panel.comparison.head) == (1, 1)
+    session.set_text("the dog")
+    assert panel.table.rowCount() == 2 and len(panel.comparison.perm) == 2
+    session.set_text("")
+    assert panel.comparison is None and panel.table.rowCount() == 0
+
+
+def test_open_twin_goes_through_the_dialog_seam_when_it_fails(qtbot, session, monkeypatch, tmp_path):
+    from explorer.qt import dialogs
+    from explorer.qt.panels import positional as panel_module
+
+    errors = []
+    monkeypatch.setattr(dialogs, "error", lambda _p, title, text: errors.append(text))
+    monkeypatch.setattr(panel_module, "TWIN", tmp_path / "missing-nope.safetensors")
+    panel = _show(qtbot, PositionalPanel(session))
+    before = session.checkpoint
+    panel.open_twin()
+    assert errors and session.checkpoint is before
+
+
+# --- formula -----------------------------------------------------------------------------------
+
+def test_formula_panel_shows_the_steps_and_follows_selection(qtbot, session):
+    panel = _show(qtbot, FormulaPanel(session))
+    T = session.trace.n_tokens
+    assert panel.steps.position == T - 1
+    session.set_layer(1)
+    session.set_head(1)
+    session.set_position(3)
+    st = formula.attention_steps(session.trace, 1, 1, 3)
+    assert (panel.steps.layer, panel.steps.head, panel.steps.position) == (1, 1, 3)
+    assert panel.table.rowCount() == 4
+    assert [panel.table.item(r, 5).text() for r in range(4)] == [f"{w:.6f}" for w in st.weights]
+    np.testing.assert_array_equal(panel.k_map.data, st.k.astype(np.float32))
+    np.testing.assert_array_equal(panel.out_map.data[1], st.trace_out)
+    assert "they agree" in panel.agreement.text()
+    assert panel.table.columnCount() == 9  # d_head = 8: the vectors are printed too
+    panel.position_box.setValue(1)
+    assert session.position == 1 and panel.table.rowCount() == 2
+    session.set_causal(False)
+    assert panel.table.rowCount() == T and "mask off" in panel.header.text()
+    session.set_text("")
+    assert panel.steps is None and panel.table.rowCount() == 0
+
+
+# --- variants ----------------------------------------------------------------------------------
+
+def test_variants_panel_shows_each_variant(qtbot, session):
+    panel = _show(qtbot, VariantsPanel(session))
+    session.set_position(2)
+    expected = variants.all_variants(session.model, session.trace, 0, 0, 2)
+    for key, v in zip(variants.KEYS, expected):
+        panel.select(key)
+        assert panel.current().key == key and panel.difference.text() == v.difference
+        if key == "multihead":
+            np.testing.assert_allclose(panel.weights.data, side_by_side(v.weights), atol=1e-7)
+            assert panel.mixed.isVisible()
+            np.testing.assert_allclose(panel.mixed.data, v.mixed, rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_allclose(panel.weights.data, v.weights[0], atol=1e-7)
+            assert not panel.mixed.isVisible()
+    session.set_head(1)
+    assert "all 2 heads" in panel.header.text()
+    panel.select("causal")
+    np.testing.assert_allclose(panel.weights.data, session.trace.blocks[0].attn_weights[1], atol=1e-6)
+    session.set_text("")
+    assert panel.current() is None
+
+
+# --- screenshots -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["positional", "formula", "variants"])
+def test_screenshot_of_each_lesson_panel(tmp_path, name):
+    out = tmp_path / f"{name}.png"
+    cmd = [sys.executable, "-m", "explorer", "--screenshot", str(out), "--panel", name,
+           "--size", "900x600", "--text", "once upon a time there was a little girl"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (900, 600)
+    colours = {image.pixel(x, y) for x in range(0, 900, 15) for y in range(0, 600, 15)}
+    assert len(colours) > 20  # not blank
