@@ -1,6 +1,7 @@
 """Our .safetensors checkpoint: exact round trip, and one clear error for every bad file."""
 
 import json
+import os
 import struct
 
 import numpy as np
@@ -151,3 +152,6 @@ def test_unwritable_target_leaves_nothing(tmp_path, saved, tok):
     save_checkpoint(target, model, tok)
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     load_checkpoint(target)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's private 0600
