@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_checkpoint, save_as
 from model.interop.common import propose_n_heads
 from model.interop.nanogpt import strip_prefixes
+from model.interop.safe_pickle import referenced_globals
 from model.interop.vocab import char_tokenizer, gpt2_tokenizer, word_vocab_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
@@ -346,6 +347,14 @@ def test_a_pickle_that_runs_code_is_refused_and_never_runs(tmp_path, how, writer
         torch.save(payload, path, _use_new_zipfile_serialization=writer == "zip")
     with pytest.raises(CheckpointError, match=r"refused: the file asks Python to call .*Nothing in it was run"):
         load_any(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_globals_a_pickle_asks_for_are_read_without_running_it(tmp_path, protocol):
+    marker = tmp_path / "MARKER"
+    data = pickle.dumps({"a": "x", "b": ["x", _Evil(marker, "system")]}, protocol=protocol)
+    assert referenced_globals(data) == [f"{os.system.__module__}.system"]
     assert not marker.exists()
 
 

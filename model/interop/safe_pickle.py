@@ -57,33 +57,41 @@ def referenced_globals(data: bytes) -> list[str]:
     """Every ``module.name`` a pickle would look up, read statically (nothing is run).
 
     Follows GLOBAL and INST arguments, and the two strings before a STACK_GLOBAL (through the
-    memo). Stops quietly at the first malformed opcode.
+    memo), in each of the pickles one after another in ``data`` (torch's legacy format writes
+    several). Stops quietly at the first malformed opcode.
     """
-    found, strings, memo = [], [], {}
-    last = None  # the string the previous opcode pushed, if it pushed one
+    found: list[str] = []
+    stream = io.BytesIO(data)
     try:
-        for op, arg, _ in pickletools.genops(io.BytesIO(data)):
-            pushed = None
-            if op.name in ("GLOBAL", "INST"):
-                found.append(arg.replace(" ", "."))
-            elif isinstance(arg, str) and ("UNICODE" in op.name or op.name.endswith("STRING")):
-                pushed = arg
-            elif op.name == "MEMOIZE":
-                memo[len(memo)] = last
-                pushed = last
-            elif op.name in ("PUT", "BINPUT", "LONG_BINPUT"):
-                memo[arg] = last
-                pushed = last
-            elif op.name in ("GET", "BINGET", "LONG_BINGET"):
-                pushed = memo.get(arg)
-            elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
-                found.append(f"{strings[-2]}.{strings[-1]}")
-            if pushed is not None and op.name not in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
-                strings.append(pushed)
-            last = pushed
+        while stream.tell() < len(data):
+            _scan_one(stream, found)
     except Exception:  # a truncated or odd pickle: report what was read so far
         pass
     return found
+
+
+def _scan_one(stream: io.BytesIO, found: list[str]) -> None:
+    """Read one pickle's opcodes up to its STOP, appending the globals it names to ``found``."""
+    strings, memo = [], {}
+    last = None  # the string the previous opcode left on the stack, if it was one
+    for op, arg, _ in pickletools.genops(stream):
+        pushed = None
+        if op.name in ("GLOBAL", "INST"):
+            found.append(arg.replace(" ", "."))
+        elif isinstance(arg, str) and ("UNICODE" in op.name or op.name.endswith("STRING")):
+            pushed = arg
+            strings.append(arg)
+        elif op.name == "MEMOIZE":
+            memo[len(memo)] = pushed = last
+        elif op.name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[arg] = pushed = last
+        elif op.name in ("GET", "BINGET", "LONG_BINGET"):
+            pushed = memo.get(arg)
+            if pushed is not None:
+                strings.append(pushed)
+        elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+            found.append(f"{strings[-2]}.{strings[-1]}")
+        last = pushed
 
 
 def _pickle_bytes(path: Path) -> bytes:
