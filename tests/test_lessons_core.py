@@ -95,6 +95,23 @@ def test_without_pe_and_mask_no_token_changes_under_any_order(perm):
 _TINY = _tiny()
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.permutations(list(range(len(IDS) - 1))))
+def test_without_pe_permuting_the_tokens_before_the_last_keeps_its_prediction(head):
+    c = positional.compare_orders(_TINY, IDS, list(head) + [len(IDS) - 1], causal=True)
+    assert c.last_tv[0] < 1e-6 and c.attn_delta[0][-1] < 1e-5
+
+
+def test_a_model_without_positional_table_says_on_and_off_are_the_same():
+    torch.manual_seed(0)
+    nope = GPT(GPTConfig(vocab_size=40, context_length=12, d_model=32, n_heads=2, n_layers=1, d_mlp=64,
+                         positional_encoding=False)).eval()
+    c = positional.compare_orders(nope, IDS, positional.reverse(len(IDS), keep_last=True), causal=True)
+    np.testing.assert_array_equal(c.attn_delta[0], c.attn_delta[1])
+    assert c.sentence(True).startswith("This model has no positional encoding, so switching it on changes nothing.")
+    assert "did not change" in c.sentence(True)
+
+
 def test_without_pe_with_mask_keeping_the_last_keeps_its_prediction(tiny):
     perm = positional.shuffle(len(IDS), seed=4, keep_last=True)
     c = positional.compare_orders(tiny, IDS, perm, causal=True)
