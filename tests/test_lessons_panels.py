@@ -62,9 +62,9 @@ def test_positional_controls_follow_and_drive_the_session(qtbot, session):
     panel = _show(qtbot, PositionalPanel(session))
     panel.pe_box.setChecked(False)
     assert session.positional_encoding is False
-    assert "outside what it was trained on" in panel.warning.text()
+    assert panel.warning.text().startswith("Positional encoding is off, but this model was trained with it")
     session.set_positional_encoding(True)
-    assert panel.pe_box.isChecked() and panel.warning.text() == ""
+    assert panel.pe_box.isChecked() and panel.warning.text().startswith("This model was trained with")
     panel.causal_box.setChecked(False)
     assert session.causal is False and panel.comparison.causal is False
     assert panel.comparison.attn_delta[0].max() < 1e-5  # PE off + mask off: a set
@@ -123,6 +123,24 @@ def test_open_twin_goes_through_the_dialog_seam_when_it_fails(qtbot, session, mo
     before = session.checkpoint
     panel.open_twin()
     assert errors and session.checkpoint is before
+
+
+def test_open_twin_loads_the_model_without_positional_encoding(qtbot, session, monkeypatch, tmp_path,
+                                                                tiny_tokenizer):
+    from conftest import make_tiny_checkpoint
+    from explorer.qt.panels import positional as panel_module
+    from model import save_checkpoint
+
+    twin = tmp_path / "tinystories-1L1H-nope.safetensors"
+    nope = make_tiny_checkpoint(tiny_tokenizer, positional_encoding=False)
+    save_checkpoint(twin, nope.model, tiny_tokenizer, training={"note": "test twin"})
+    monkeypatch.setattr(panel_module, "TWIN", twin)
+    panel = _show(qtbot, PositionalPanel(session))
+    assert panel.twin_button.isVisible()
+    panel.twin_button.click()
+    assert session.config.positional_encoding is False and not panel.twin_button.isVisible()
+    assert "trained without positional encoding" in panel.warning.text()
+    assert panel.comparison.sentence(True).startswith("This model has no positional encoding")
 
 
 # --- formula -----------------------------------------------------------------------------------

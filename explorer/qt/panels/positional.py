@@ -237,8 +237,11 @@ class PositionalPanel(QWidget):
         if s.config is not None and not trained_with_pe:
             self.warning.setText("This model was trained without positional encoding: on and off are the same.")
         elif not s.positional_encoding:
-            self.warning.setText("This model was trained with positional encoding: switching it off takes it "
+            self.warning.setText("Positional encoding is off, but this model was trained with it: it now runs "
                                  "outside what it was trained on. The twin trained without it is the fair comparison.")
+        elif s.config is not None:
+            self.warning.setText("This model was trained with positional encoding: switching it off takes it "
+                                 "outside what it was trained on.")
         else:
             self.warning.setText("")
 
