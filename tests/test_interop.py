@@ -85,6 +85,8 @@ def test_meta_pkl_found_beside_and_under_data(tmp_path):
     shutil.copy(META, tmp_path / "nanoGPT" / "data" / "shakespeare_char" / "meta.pkl")
     ckpt = load_any(out / "ckpt.pt")
     assert ckpt.tokenizer.encode("Hi!\n").ids == (20, 47, 2, 0)
+    (tmp_path / "tokenizer.json").write_text(ckpt.tokenizer.to_json())
+    assert load_any(NANO, vocab_path=tmp_path / "tokenizer.json").tokenizer.encode("Hi!\n").ids == (20, 47, 2, 0)
 
 
 def test_missing_meta_pkl_asks_for_the_vocabulary(tmp_path):
@@ -456,6 +458,10 @@ def test_word_vocabulary_with_regex_is_re_findall():
     stoi = {w: i for i, w in enumerate(data["itos"])}
     for text in ["It's 3 dogs’ toys—naïve â€™", "Lily's DOG didn't run.", "<eos> once"]:
         assert list(tok.encode(text).ids) == [stoi.get(w, 0) for w in pattern.findall(text.lower())]
+    book = word_vocab_tokenizer({"itos": ["a", "b", "<|endoftext|>", "<|unk|>"]})  # the book's ch. 2 names
+    assert book.encode("A zz b").ids == (0, 3, 1)
+    with pytest.raises(ValueError, match="no entry for unknown words"):
+        word_vocab_tokenizer({"itos": ["a", "b"], "tokenizer_regex": "[a-z]+"})
 
 
 @pytest.mark.parametrize("fixture", ["nanogpt", "raschka"])

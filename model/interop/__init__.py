@@ -18,7 +18,9 @@ from model.checkpoint import Checkpoint, CheckpointError, NeedsInput, build_mode
 from model.interop import nanogpt, raschka
 from model.interop.common import Converted
 from model.interop.safe_pickle import torch_load
-from model.interop.vocab import GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, gpt2_missing_hint, tokenizer_from_path, vocab_padding
+from model.interop.vocab import (
+    GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, gpt2_missing_hint, tokenizer_from_path, vocab_padding,
+)
 
 FORMATS_TRIED = (
     "Transformer Explorer .safetensors",

@@ -28,7 +28,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import BPE, WordLevel
 
 from model.checkpoint import CheckpointError
-from model.tokenizer import Tokenizer, word_tokenizer_from_vocab
+from model.tokenizer import WORD_PATTERN, Tokenizer, word_tokenizer_from_vocab
 
 GPT2_VOCAB_SIZE = 50257
 GPT2_PADDED_ROWS = 50304  # nanoGPT rounds GPT-2's vocabulary up to a multiple of 64
@@ -40,6 +40,7 @@ GPT2_FILES = {
     "vocab.bpe": hashlib.sha1((_GPT2_URL + "vocab.bpe").encode()).hexdigest(),
 }
 JSON_MAX_BYTES = 64 * 1024 * 1024
+UNK_NAMES = ("<unk>", "<|unk|>", "[UNK]")  # ours, the book's (ch. 2), BERT's
 
 
 def char_tokenizer(itos: Sequence[str]) -> Tokenizer:
@@ -70,25 +71,34 @@ def word_vocab_tokenizer(data: dict[str, Any]) -> Tokenizer:
     """A word-level tokenizer from a vocabulary JSON object (see the module docstring).
 
     With ``tokenizer_regex`` the words are exactly ``re.findall(regex, text.lower())`` (no
-    other normalisation); without it, the project's own word splitting is used.
+    other normalisation); without it, the project's own word splitting is used. Words outside
+    the list get the unknown-word id (``unk_id``, else the entry ``<unk>``, ``<|unk|>`` or ``[UNK]``).
 
     Raises
     ------
     ValueError
-        When ``itos`` is missing, not a list of distinct strings, or the regex is invalid.
+        When ``itos`` is missing, not a list of distinct strings, has no unknown-word entry, or
+        the regex is invalid.
     """
     itos = data.get("itos")
     if not isinstance(itos, list) or not all(isinstance(w, str) for w in itos):
         raise ValueError("the vocabulary JSON has no 'itos' list of strings")
     lowercase = bool(data.get("lowercase", True))
     regex = data.get("tokenizer_regex")
-    if regex is None:
+    if regex is None and "<unk>" in itos:
         return word_tokenizer_from_vocab(itos, lowercase=lowercase)
     vocab = {w: i for i, w in enumerate(itos)}
     if len(vocab) != len(itos):
         raise ValueError("the vocabulary list has duplicate entries")
-    unk = itos[data["unk_id"]] if isinstance(data.get("unk_id"), int) and 0 <= data["unk_id"] < len(itos) else "<unk>"
-    hf = HFTokenizer(WordLevel(vocab=vocab, unk_token=unk))
+    unk_id = data.get("unk_id")
+    unks = [itos[unk_id]] if isinstance(unk_id, int) and 0 <= unk_id < len(itos) else []
+    unks += [w for w in UNK_NAMES if w in vocab]
+    if not unks:
+        raise ValueError(
+            f"the vocabulary has no entry for unknown words (one of {', '.join(UNK_NAMES)}, or unk_id)"
+        )
+    unk, regex = unks[0], WORD_PATTERN if regex is None else regex
+    hf = HFTokenizer(WordLevel(vocab=vocab, unk_token=unk))  # every word maps to an id
     if lowercase:
         hf.normalizer = normalizers.Lowercase()
     try:
