@@ -3,6 +3,7 @@ and every awkward file people have (prefixes, mask buffers, biases, CUDA, pickle
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -15,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_checkpoint, save_as
 from model.interop.common import propose_n_heads
@@ -462,6 +465,21 @@ def test_word_vocabulary_with_regex_is_re_findall():
     assert book.encode("A zz b").ids == (0, 3, 1)
     with pytest.raises(ValueError, match="no entry for unknown words"):
         word_vocab_tokenizer({"itos": ["a", "b"], "tokenizer_regex": "[a-z]+"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=40))
+def test_foreign_tokenizers_never_raise_and_spans_stay_in_the_text(text):
+    for tok in _foreign_tokenizers():
+        enc = tok.encode(text)
+        assert len(enc.ids) == len(enc.spans) and all(0 <= a <= b <= len(text) for a, b in enc.spans)
+
+
+@functools.cache
+def _foreign_tokenizers():
+    meta = pickle.loads(META.read_bytes())
+    words = json.loads((FIX / "raschka_word_vocab.json").read_text())
+    return (char_tokenizer([meta["itos"][i] for i in range(65)]), word_vocab_tokenizer(words), gpt2_tokenizer(GPT2_DIR))
 
 
 @pytest.mark.parametrize("fixture", ["nanogpt", "raschka"])
