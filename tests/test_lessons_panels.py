@@ -159,7 +159,8 @@ def test_formula_panel_shows_the_steps_and_follows_selection(qtbot, session):
     np.testing.assert_array_equal(panel.k_map.data, st.k.astype(np.float32))
     np.testing.assert_array_equal(panel.out_map.data[1], st.trace_out)
     assert "they agree" in panel.agreement.text()
-    assert panel.table.columnCount() == 9  # d_head = 8: the vectors are printed too
+    assert panel.table.columnCount() == 6  # d_head = 8: vectors as strips, and in each row's tooltip
+    assert panel.table.item(0, 2).toolTip().startswith("k_0 = [")
     panel.position_box.setValue(1)
     assert session.position == 1 and panel.table.rowCount() == 2
     session.set_causal(False)

@@ -19,7 +19,7 @@ from explorer.qt.session import Session
 
 SCALARS = ["j", "key token", "q_i·k_j", "s_ij = q_i·k_j / √d_head", "exp(s_ij − max)", "a_ij"]
 VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
-SHOW_VECTORS_UP_TO = 8  # d_head at most this: vectors also printed in the table
+SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
 
 
@@ -52,11 +52,11 @@ class FormulaPanel(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(20)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
-        self.q_map = Heatmap("q_i (query)", DIVERGING)
+        self.q_map = Heatmap("q_i (query; colours as k_j)", DIVERGING, colorbar=False)
         self.k_map = Heatmap("k_j (keys)", DIVERGING)
         self.v_map = Heatmap("v_j (values)", DIVERGING)
         self.av_map = Heatmap("a_ij v_j (values scaled by their weights)", DIVERGING)
-        self.out_map = Heatmap("out_i = Σ_j a_ij v_j, and the model's own", DIVERGING)
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j, and the model's own (colours as a_ij v_j)", DIVERGING, colorbar=False)
         for hm in (self.k_map, self.v_map, self.av_map):
             hm.sig_row_clicked.connect(self._on_key_clicked)
         self._build_layout()
@@ -167,6 +167,8 @@ class FormulaPanel(QWidget):
                      f"{st.dots[r]:.6f}", f"{st.scores[r]:.6f}", f"{st.exps[r]:.6f}", f"{st.weights[r]:.6f}"]
             if vectors:
                 cells += [_vec(st.k[r]), _vec(st.v[r]), _vec(st.weighted_v[r])]
+            tip = (f"k_{j} = {_vec(st.k[r])}\nv_{j} = {_vec(st.v[r])}\na_ij v_j = {_vec(st.weighted_v[r])}"
+                   if st.d_head <= 32 else "hover the strips on the right for the exact vector values")
             for c, text in enumerate(cells):
                 item = self.table.item(r, c)
                 if item is None:
@@ -174,3 +176,4 @@ class FormulaPanel(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     self.table.setItem(r, c, item)
                 item.setText(text)
+                item.setToolTip(tip)
