@@ -1,0 +1,111 @@
+"""A GPT-2-small-sized checkpoint (random weights, written in our format here): open time, model
+time per update, and the longest stall of the GUI event loop while typing."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.common import settle
+from benchmarks.keystroke import WORDS
+from model import GPT, GPTConfig, save_checkpoint
+from model.tokenizer import UNK, EOT, word_tokenizer_from_vocab
+
+GPT2_SMALL = GPTConfig(vocab_size=50257, context_length=1024, d_model=768, n_heads=12, n_layers=12,
+                       d_mlp=3072, qkv_bias=True)
+
+
+def write_checkpoint(folder: Path) -> Path:
+    """Write a seeded random GPT-2-small-sized model with a 50,257-word vocabulary; return its path."""
+    words = [UNK, EOT, *dict.fromkeys(WORDS)]
+    words += [f"w{i}" for i in range(GPT2_SMALL.vocab_size - len(words))]
+    tokenizer = word_tokenizer_from_vocab(words)
+    torch.manual_seed(0)
+    model = GPT(GPT2_SMALL)
+    path = folder / "gpt2-small-random.safetensors"
+    save_checkpoint(path, model, tokenizer, training={"note": "random weights, written by benchmarks"})
+    return path
+
+
+def model_ms(model, n_tokens: int, reps: int) -> float:
+    """Median ms of one trace at T = n_tokens."""
+    ids = np.arange(2, 2 + n_tokens) % model.config.vocab_size
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        model.trace(ids)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+def typing_stall(app, window, text: str, interval_ms: int = 20, heartbeat_ms: int = 5) -> dict:
+    """Type ``text`` into the editor one character every ``interval_ms`` and record the longest gap
+    between ticks of a ``heartbeat_ms`` timer; then wait until the shown trace is the final text's."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtTest import QTest
+
+    editor = window.panels["tokens"].editor
+    editor.setPlainText("")
+    editor.setFocus()
+    session = window.session
+    settle(app)
+    while session.busy:
+        settle(app)
+    beats: list[float] = []
+    heartbeat = QTimer()
+    heartbeat.setInterval(heartbeat_ms)
+    heartbeat.timeout.connect(lambda: beats.append(time.perf_counter()))
+    chars = list(text)
+    typer = QTimer()
+    typer.setInterval(interval_ms)
+
+    def type_one() -> None:
+        if chars:
+            QTest.keyClicks(editor, chars.pop(0))
+        else:
+            typer.stop()
+
+    typer.timeout.connect(type_one)
+    heartbeat.start()
+    typer.start()
+    t_end = time.perf_counter() + 120
+    while (typer.isActive() or session.busy or not _shows(session, text)) and time.perf_counter() < t_end:
+        app.processEvents()
+        time.sleep(0.0005)
+    settle(app)
+    heartbeat.stop()
+    gaps = np.diff(beats) * 1e3
+    return {
+        "big_model_max_stall_ms": float(gaps.max()) if gaps.size else float("nan"),
+        "big_model_final_matches_text": float(_shows(session, text)),
+    }
+
+
+def _shows(session, text: str) -> bool:
+    trace = session.trace
+    if trace is None or session.text != text:
+        return False
+    ids = session.tokenizer.encode(text).ids[trace.dropped:]
+    return list(trace.token_ids) == list(ids) and session.tokens == list(session.tokenizer.encode(text).tokens[trace.dropped:])
+
+
+def measure(app, window, quick: bool) -> dict[str, float]:
+    """Open time, model ms at 32/256/1024 tokens and the typing stall for the GPT-2-small-sized model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_checkpoint(Path(tmp))
+        t0 = time.perf_counter()
+        ok = window.open_checkpoint(str(path))
+        settle(app)
+        out = {"big_model_open_s": time.perf_counter() - t0}
+        if not ok:
+            raise RuntimeError("the GPT-2-small-sized checkpoint failed to open")
+    model = window.session.model
+    for n in (32, 256, 1024):
+        out[f"big_model_ms_t{n}"] = model_ms(model, n, reps=1 if quick or n == 1024 else 3)
+    text = "once upon a time there was a little girl named lily"[:50]
+    out.update(typing_stall(app, window, text))
+    return out

@@ -1,0 +1,30 @@
+"""Resident memory after start-up with the default model, and its growth over 1,000 edits."""
+
+from __future__ import annotations
+
+import gc
+
+from benchmarks.common import rss_mb, settle
+from benchmarks.keystroke import text_of
+
+
+def measure(app, window, edits: int = 1000) -> dict[str, float]:
+    """RSS in MB after start-up, and after ``edits`` edits cycling through T = 1 .. context_length.
+
+    The first 50 edits warm every cache (allocator pools, glyph caches) before the baseline.
+    """
+    session = window.session
+    n_ctx = session.config.context_length
+    texts = [text_of(1 + i % n_ctx) + ("s" if i % 3 else "") for i in range(edits + 50)]
+    start = rss_mb()
+    for text in texts[:50]:
+        session.set_text(text)
+        settle(app, 2)
+    gc.collect()
+    base = rss_mb()
+    for text in texts[50:]:
+        session.set_text(text)
+        settle(app, 2)
+    gc.collect()
+    end = rss_mb()
+    return {"memory_rss_mb_startup": start, "memory_growth_mb_1000_edits": (end - base) * 1000 / edits}
