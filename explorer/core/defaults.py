@@ -47,8 +47,13 @@ def random_checkpoint(seed: int = 0, config: GPTConfig | None = None) -> Checkpo
                       source_format="seeded random")
 
 
-def open_default(path: Path = DEFAULT_CHECKPOINT) -> tuple[Checkpoint, str]:
+def open_default(path: Path | None = None) -> tuple[Checkpoint, str]:
     """The default checkpoint through the normal loader, or the seeded random model if it is absent.
+
+    Parameters
+    ----------
+    path : Path, optional
+        Defaults to :data:`DEFAULT_CHECKPOINT`.
 
     Returns
     -------
@@ -60,6 +65,7 @@ def open_default(path: Path = DEFAULT_CHECKPOINT) -> tuple[Checkpoint, str]:
     model.CheckpointError
         When the file exists but is bad (that is reported, not hidden behind a random model).
     """
-    if not Path(path).exists():
+    path = DEFAULT_CHECKPOINT if path is None else Path(path)
+    if not path.exists():
         return random_checkpoint(), RANDOM_MODEL_NOTE
     return load_any(path), ""

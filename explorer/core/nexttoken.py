@@ -43,10 +43,11 @@ def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
 
 
 def entropy_bits(probs: np.ndarray) -> float:
-    """Shannon entropy H = -sum p log2 p in bits (0 log 0 taken as 0); 0 for an empty array."""
+    """Shannon entropy H = -sum p log2 p in bits (0 log 0 taken as 0), >= 0; 0 for an empty array."""
     p = np.asarray(probs, dtype=np.float64)
     p = p[p > 0]
-    return float(-(p * np.log2(p)).sum()) if p.size else 0.0
+    h = float(-(p * np.log2(p)).sum()) if p.size else 0.0
+    return max(0.0, h)  # never -0.0 (a one-hot row would print as "-0.000 bits")
 
 
 @dataclass(frozen=True)

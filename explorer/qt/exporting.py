@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QRect, QSize
+from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QMenu, QWidget
@@ -43,8 +43,10 @@ def export_svg(widget: QWidget, path: str | os.PathLike, title: str = "") -> Non
     painter = QPainter()
     if not painter.begin(generator):
         raise OSError(f"could not write {path}")
-    widget.render(painter)
-    painter.end()
+    try:
+        widget.render(painter, QPoint(0, 0))
+    finally:
+        painter.end()
     if not Path(path).is_file():
         raise OSError(f"could not write {path}")
 

@@ -131,8 +131,12 @@ class Session(QObject):
 
     # ---- setters -----------------------------------------------------------------------------
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Make ``checkpoint`` current: selection reset, text re-encoded, trace recomputed."""
+        """Make ``checkpoint`` current: selection reset, text re-encoded, trace recomputed.
+
+        During sig_model_changed ``trace`` is None; sig_trace_changed follows with the new trace.
+        """
         self._checkpoint = checkpoint
+        self._trace, self._tokens = None, []  # the old trace belongs to the old model
         self._weights = {}
         self._layer = self._head = 0
         self._position = None

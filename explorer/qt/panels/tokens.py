@@ -165,9 +165,10 @@ class TokensPanel(QWidget):
             return
         chip = self.chip_data[i]
         sel = QTextEdit.ExtraSelection()
-        sel.cursor = self.editor.textCursor()
-        sel.cursor.setPosition(_utf16_index(self.session.text, chip.start))
-        sel.cursor.setPosition(_utf16_index(self.session.text, chip.end), QTextCursor.MoveMode.KeepAnchor)
+        cursor = QTextCursor(self.editor.document())
+        cursor.setPosition(_utf16_index(self.session.text, chip.start))
+        cursor.setPosition(_utf16_index(self.session.text, chip.end), QTextCursor.MoveMode.KeepAnchor)
+        sel.cursor = cursor
         fmt = QTextCharFormat()
         fmt.setBackground(QColor("#ffe066"))
         sel.format = fmt

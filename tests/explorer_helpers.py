@@ -1,0 +1,63 @@
+"""Helpers shared by the explorer widget tests: a window on the tiny model, dialogs that never block."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPointF, QSettings, Qt
+
+
+class DialogRecorder:
+    """Stands in for explorer.qt.dialogs: records every call, answers from queues, never blocks."""
+
+    def __init__(self) -> None:
+        self.errors: list[tuple[str, str]] = []
+        self.infos: list[tuple[str, str]] = []
+        self.files: list[str] = []  # answers for open_file / save_file, first in first out
+
+    def install(self, monkeypatch) -> "DialogRecorder":
+        from explorer.qt import dialogs
+
+        monkeypatch.setattr(dialogs, "error", lambda _p, title, text: self.errors.append((title, text)))
+        monkeypatch.setattr(dialogs, "info", lambda _p, title, text: self.infos.append((title, text)))
+        monkeypatch.setattr(dialogs, "open_file", lambda *a, **k: self.files.pop(0) if self.files else None)
+        monkeypatch.setattr(dialogs, "save_file", lambda *a, **k: self.files.pop(0) if self.files else None)
+        monkeypatch.setattr(dialogs, "ask_int", lambda *a, **k: None)
+        return self
+
+
+def make_window(qtbot, tmp_path, checkpoint, compute_mode: str = "sync"):
+    """A shown MainWindow with its own settings file, on ``checkpoint``."""
+    from explorer.qt.main_window import MainWindow
+    from explorer.qt.session import Session
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(session=Session(compute_mode=compute_mode), settings=settings)
+    if qtbot is not None:
+        qtbot.addWidget(window)
+    window.set_checkpoint(checkpoint)
+    window.resize(1400, 900)
+    window.show()
+    if qtbot is not None:
+        qtbot.waitExposed(window)
+    return window
+
+
+def click_cell(qtbot, heatmap, row: int, col: int) -> None:
+    """A real mouse click on the centre of a heatmap cell."""
+    scene = heatmap.plot.getViewBox().mapViewToScene(QPointF(col + 0.5, row + 0.5))
+    pos = heatmap.graphics.mapFromScene(scene)
+    qtbot.mouseClick(heatmap.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+
+
+def pixel_at_cell(heatmap, row: int, col: int):
+    """The colour drawn at the centre of a cell, read from a grab of the widget."""
+    scene = heatmap.plot.getViewBox().mapViewToScene(QPointF(col + 0.5, row + 0.5))
+    pos = heatmap.graphics.mapFromScene(scene)
+    image = heatmap.graphics.grab().toImage()
+    return image.pixelColor(pos.x(), pos.y())
+
+
+def lut_colour(heatmap, fraction: float):
+    """The colour map's colour at ``fraction`` of the level range (0 = bottom, 1 = top)."""
+    cmap = heatmap.bar.colorMap() if heatmap.bar is not None else None
+    return cmap.map(np.array([fraction]), mode="qcolor")[0]

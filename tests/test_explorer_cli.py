@@ -1,0 +1,72 @@
+"""The ``transformer-explorer`` command in a subprocess: --screenshot, and one-line usage errors."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QImage
+
+from conftest import make_tiny_checkpoint
+from model import save_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+SCRIPT = Path(sys.executable).with_name("transformer-explorer")  # the gui-scripts entry point
+
+
+def run_app(*args, script=False, timeout=120):
+    """Run ``python -m explorer`` (or the installed ``transformer-explorer`` script) off-screen."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    command = [str(SCRIPT)] if script else [sys.executable, "-m", "explorer"]
+    return subprocess.run([*command, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def distinct_colours(image: QImage, step: int = 7) -> int:
+    return len({image.pixel(x, y) for x in range(0, image.width(), step) for y in range(0, image.height(), step)})
+
+
+@pytest.fixture(scope="module")
+def tiny_file(tmp_path_factory, tiny_tokenizer):
+    path = tmp_path_factory.mktemp("ckpt") / "tiny.safetensors"
+    ckpt = make_tiny_checkpoint(tiny_tokenizer)
+    save_checkpoint(path, ckpt.model, ckpt.tokenizer)
+    return path
+
+
+def test_screenshot_of_the_window(tmp_path, tiny_file):
+    out = tmp_path / "window.png"
+    r = run_app(str(tiny_file), "--text", "the cat sat on the mat", "--screenshot", str(out), "--size", "900x600",
+                script=SCRIPT.exists())
+    assert r.returncode == 0, r.stderr
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (900, 600)
+    assert distinct_colours(image) > 50  # heatmaps, text and bars: not a blank image
+
+
+def test_screenshot_of_one_panel(tmp_path):
+    out = tmp_path / "attention.png"
+    r = run_app("--text", "once upon a time", "--screenshot", str(out), "--panel", "attention", "--size", "500x400")
+    assert r.returncode == 0, r.stderr
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (500, 400) and distinct_colours(image, 5) > 10
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--screenshot", "x.png", "--panel", "nope"], "unknown panel 'nope'"),
+    (["--screenshot", "x.png", "--size", "big"], "--size takes WIDTHxHEIGHT"),
+])
+def test_bad_usage_is_one_line_and_exit_2(args, message):
+    r = run_app(*args)
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("transformer-explorer: error:")
+
+
+def test_screenshot_of_a_bad_checkpoint_fails_with_the_message(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x00" * 10)
+    r = run_app(str(bad), "--screenshot", str(tmp_path / "x.png"))
+    assert r.returncode == 1 and "bad.safetensors" in r.stderr and not (tmp_path / "x.png").exists()

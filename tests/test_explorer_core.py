@@ -1,0 +1,142 @@
+"""Qt-free explorer logic: views, next-token maths, exports, layering (no display needed)."""
+
+import csv
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer.core import views
+from explorer.core.export import CSV_HEADER, write_attention_csv, write_trace_npz
+from explorer.core.nexttoken import append_token, apply_temperature, entropy_bits, top_k
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_symmetric_levels_never_zero_width():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert views.symmetric_levels(np.array([-3.0, 2.0])) == (-3.0, 3.0)
+        assert views.symmetric_levels(np.zeros((4, 4))) == (-1e-6, 1e-6)
+        assert views.symmetric_levels(np.zeros((0, 5))) == (-1.0, 1.0)
+        assert views.symmetric_levels(np.array([-np.inf, np.nan, 0.5])) == (-0.5, 0.5)
+        assert views.symmetric_levels(np.full((3, 3), 7.0), np.array([-9.0])) == (-9.0, 9.0)
+
+
+def test_masked_as_nan_marks_minus_inf():
+    s = np.array([[1.0, -np.inf], [0.5, 0.25]], dtype=np.float32)
+    out = views.masked_as_nan(s)
+    assert np.isnan(out[0, 1]) and out[0, 0] == 1.0 and out[1, 1] == 0.25
+    assert s[0, 1] == -np.inf  # the input is not changed
+
+
+def test_token_chips_and_crop_note(tiny_tokenizer):
+    text = "the cat zebra sat 🙂"
+    enc = tiny_tokenizer.encode(text)
+    chips = views.token_chips(text, enc, context_length=3, unk_id=tiny_tokenizer.unk_id)
+    assert [c.token for c in chips] == ["the", "cat", "<unk>", "sat", "<unk>"]
+    assert [c.position for c in chips] == [None, None, 0, 1, 2]
+    assert chips[2].is_unk and chips[2].original == "zebra" and chips[4].original == "🙂"
+    assert chips[0].dropped and not chips[3].dropped
+    assert views.crop_note(42, 32) == "showing the last 32 of 42 tokens"
+    assert views.crop_note(32, 32) == ""
+
+
+def test_token_label_shows_whitespace_and_cuts_long_tokens():
+    assert views.token_label(" a\n") == "␣a↵"
+    assert views.token_label("") == "∅"
+    assert views.token_label("x" * 30, 12) == "x" * 11 + "…"
+    assert views.axis_labels(["the", "cat"]) == ["0 the", "1 cat"]
+
+
+def test_trace_views_are_the_trace_arrays(tiny_checkpoint, tiny_tokenizer):
+    ids = tiny_tokenizer.encode("the cat sat on the mat").ids
+    tr = tiny_checkpoint.model.trace(ids)
+    emb = views.embedding_views(tr)
+    assert emb["e"] is tr.tok and emb["p"] is tr.pos and emb["x"] is tr.x
+    qkv = views.qkv_views(tr, 1, 1)
+    np.testing.assert_array_equal(qkv["k"], tr.blocks[1].k[1])
+    att = views.attention_views(tr, 0, 1)
+    np.testing.assert_array_equal(att["weights"], tr.blocks[0].attn_weights[1])
+    upper = np.triu_indices(len(ids), 1)
+    assert np.isnan(att["scores"][upper]).all()
+    lower = np.tril_indices(len(ids))
+    np.testing.assert_array_equal(att["scores"][lower], tr.blocks[0].attn_scores[1][lower])
+
+
+def test_embedding_levels_fixed_from_tables():
+    tok = np.array([[0.5, -2.0]])
+    pos = np.array([[1.0, 0.25]])
+    lv = views.embedding_levels(tok, pos)
+    assert lv == {"e": (-2.0, 2.0), "p": (-1.0, 1.0), "x": (-3.0, 3.0)}
+    assert views.embedding_levels(tok, None)["x"] == (-2.0, 2.0)
+
+
+def test_temperature_softmax_greedy_and_errors():
+    logits = np.array([1.0, 3.0, 2.0, 3.0])
+    p1 = apply_temperature(logits, 1.0)
+    e = np.exp(logits - logits.max())
+    np.testing.assert_allclose(p1, e / e.sum())
+    np.testing.assert_array_equal(apply_temperature(logits, 0), [0, 1, 0, 0])  # first argmax
+    hot = apply_temperature(logits, 100.0)
+    assert hot.max() - hot.min() < 0.01
+    with pytest.raises(ValueError, match=">= 0"):
+        apply_temperature(logits, -0.1)
+    big = apply_temperature(np.array([1000.0, 0.0]), 0.01)  # no overflow
+    assert np.isfinite(big).all() and big[0] == 1.0
+
+
+def test_top_k_clamps_and_orders():
+    logits = np.log(np.array([0.1, 0.6, 0.3]))
+    t = top_k(logits, 2)
+    assert t.ids.tolist() == [1, 2]
+    np.testing.assert_allclose(t.probs, [0.6, 0.3])
+    assert top_k(logits, 99).ids.tolist() == [1, 2, 0]
+    assert top_k(logits, 0).ids.tolist() == [1]
+    np.testing.assert_allclose(t.entropy, -(0.1 * np.log2(0.1) + 0.6 * np.log2(0.6) + 0.3 * np.log2(0.3)))
+    assert top_k(logits, 3, temperature=0).entropy == 0.0
+
+
+def test_entropy_bits():
+    assert entropy_bits(np.full(8, 1 / 8)) == pytest.approx(3.0)
+    assert f"{entropy_bits(np.array([1.0, 0.0])):.3f}" == "0.000"  # not "-0.000"
+    assert entropy_bits(np.array([])) == 0.0
+
+
+def test_append_token_spacing():
+    assert append_token("the cat", "sat", True) == "the cat sat"
+    assert append_token("the cat", ".", True) == "the cat."
+    assert append_token("the cat ", "sat", True) == "the cat sat"
+    assert append_token("", "the", True) == "the"
+    assert append_token("the", " cat", False) == "the cat"
+    assert append_token("th", "e", False) == "the"
+
+
+def test_exports_load_back(tmp_path, tiny_checkpoint, tiny_tokenizer):
+    enc = tiny_tokenizer.encode("the dog sat")
+    tr = tiny_checkpoint.model.trace(enc.ids)
+    npz = tmp_path / "t.npz"
+    write_trace_npz(npz, tr, enc.tokens)
+    with np.load(npz) as f:
+        assert set(tr.names()) <= set(f.files)
+        np.testing.assert_array_equal(f["blocks.1.attn.attn_weights"], tr["blocks.1.attn.attn_weights"])
+        assert f["tokens"].tolist() == ["the", "dog", "sat"]
+    out = tmp_path / "w.csv"
+    write_attention_csv(out, tr, enc.tokens)
+    rows = list(csv.reader(out.open(encoding="utf-8")))
+    assert tuple(rows[0]) == CSV_HEADER
+    assert len(rows) == 1 + 2 * 2 * 3 * 3  # layers * heads * T * T
+    row = next(r for r in rows[1:] if r[:3] == ["1", "0", "2"] and r[4] == "1")
+    assert row[3] == "sat" and row[5] == "dog"
+    assert float(row[6]) == pytest.approx(float(tr.blocks[1].attn_weights[0, 2, 1]), rel=1e-6)
+
+
+def test_import_contracts_hold():
+    """model never imports explorer; explorer.core never imports PySide6 or pyqtgraph."""
+    exe = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "explorer.core is Qt-free KEPT" in result.stdout

@@ -1,0 +1,256 @@
+"""The panels in the real window on the seeded tiny model: what they hold equals the trace."""
+
+import warnings
+
+import numpy as np
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from explorer.core.nexttoken import top_k
+from explorer.core.views import axis_labels
+from explorer.qt.panels import PANELS
+from conftest import make_tiny_checkpoint
+from explorer_helpers import DialogRecorder, click_cell, lut_colour, make_window, pixel_at_cell
+
+
+@pytest.fixture
+def dialogs(monkeypatch):
+    return DialogRecorder().install(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def shared_window(qapp, tmp_path_factory, tiny_tokenizer):
+    """One window for the module (building one takes ~1 s); each test resets it."""
+    w = make_window(None, tmp_path_factory.mktemp("settings"), make_tiny_checkpoint(tiny_tokenizer))
+    yield w
+    w.close()
+    w.deleteLater()
+
+
+@pytest.fixture
+def window(shared_window, tiny_checkpoint, dialogs):
+    """The shared window reset to a fresh tiny model, empty text and default options."""
+    w = shared_window
+    w.panels["qkv"].show_weights.setChecked(False)
+    w.panels["attention"].all_heads.setChecked(False)
+    w.panels["next-token"].k_box.setValue(10)
+    w.panels["next-token"].temperature_box.setValue(1.0)
+    w.session.set_positional_encoding(True)
+    w.session.set_causal(True)
+    w.session.set_text("")
+    w.set_checkpoint(tiny_checkpoint)
+    return w
+
+
+def type_text(qtbot, window, text):
+    editor = window.panels["tokens"].editor
+    editor.clear()
+    if text.isascii() and len(text) <= 16:
+        qtbot.keyClicks(editor, text)  # real keystrokes: the panels update on each one
+    else:  # QTest cannot type characters outside the BMP (emoji); long texts are pasted
+        editor.insertPlainText(text)
+    return window.session
+
+
+def close(a, b, tol=1e-6):
+    return np.allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), atol=tol, equal_nan=True)
+
+
+def test_every_registered_panel_has_a_dock(window):
+    assert [n for n, _, _ in PANELS][:6] == ["tokens", "embeddings", "qkv", "attention", "next-token", "model"]
+    assert set(window.docks) == {n for n, _, _ in PANELS}
+    view_menu = [a for a in window.menuBar().actions() if a.text() == "&View"][0].menu()
+    titles = [a.text() for a in view_menu.actions()]
+    assert all(dock.windowTitle() in titles for dock in window.docks.values())
+
+
+def test_typing_updates_every_panel_with_the_trace(qtbot, window, tiny_checkpoint):
+    s = type_text(qtbot, window, "the cat sat on")
+    expected = tiny_checkpoint.model.trace(tiny_checkpoint.tokenizer.encode("the cat sat on").ids)
+    assert s.tokens == ["the", "cat", "sat", "on"]
+    np.testing.assert_array_equal(s.trace.logits, expected.logits)
+    labels = axis_labels(s.tokens)
+    emb = window.panels["embeddings"].heatmaps
+    for key, arr in (("e", expected.tok), ("p", expected.pos), ("x", expected.x)):
+        assert close(emb[key].image.image, arr) and emb[key].row_labels == labels
+    qkv = window.panels["qkv"].heatmaps
+    assert close(qkv["q"].image.image, expected.blocks[0].q[0]) and qkv["v"].row_labels == labels
+    att = window.panels["attention"]
+    assert close(att.weights.image.image, expected.blocks[0].attn_weights[0])
+    scores = expected.blocks[0].attn_scores[0].copy()
+    scores[~np.isfinite(scores)] = np.nan
+    assert close(att.scores.image.image, scores) and np.isnan(att.scores.image.image[0, 1])
+    assert att.weights.row_labels == labels and att.weights.col_labels == s.tokens
+    nt = window.panels["next-token"]
+    want = top_k(expected.logits[-1], nt.k_box.value(), 1.0)
+    assert close(nt.bars.opts["width"], want.probs) and list(nt.top.ids) == list(want.ids)
+    chips = window.panels["tokens"].chips
+    assert [c.text().split("<b>")[1].split("</b>")[0] for c in chips if c.isVisible()] == s.tokens
+
+
+def test_layer_head_selectors_and_all_heads_grid(qtbot, window):
+    s = type_text(qtbot, window, "a dog played")
+    att = window.panels["attention"]
+    att.layer_box.setValue(1)
+    att.head_box.setValue(1)
+    assert (s.layer, s.head) == (1, 1)
+    assert close(att.weights.image.image, s.trace.blocks[1].attn_weights[1])
+    assert close(window.panels["qkv"].heatmaps["k"].image.image, s.trace.blocks[1].k[1])
+    s.set_layer(0)
+    assert att.layer_box.value() == 0
+    att.all_heads.setChecked(True)
+    assert att.grid.isVisible() and len(att.grid.images) == 4
+    assert close(att.grid.images[1, 0].image, s.trace.blocks[1].attn_weights[0])
+    att.grid.on_pick(1, 0)
+    assert (s.layer, s.head) == (1, 0)
+
+
+def test_qkv_weights_toggle(qtbot, window, tiny_checkpoint):
+    type_text(qtbot, window, "the sun")
+    panel = window.panels["qkv"]
+    panel.show_weights.setChecked(True)
+    w = tiny_checkpoint.model.blocks[0].attn.head_weights()
+    assert panel.heatmaps["q"].image.image.shape == (16, 8)  # (d_model, d_head)
+    assert close(panel.heatmaps["v"].image.image, w["W_V"][0])
+
+
+def test_attention_image_is_not_transposed_or_flipped(window):
+    """The known matrix: 1 in the top-left, zeros in the upper-right triangle, row 0 on top."""
+    m = np.array([[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]], dtype=np.float32)
+    hm = window.panels["attention"].weights
+    hm.set_data(m, (0.0, 1.0), ["a", "b", "c"], ["a", "b", "c"])
+    QApplication.processEvents()
+    np.testing.assert_array_equal(hm.image.image, m)
+    assert hm.image.axisOrder == "row-major" and hm.plot.getViewBox().yInverted()
+    vb = hm.plot.getViewBox()
+    top_left, top_right = vb.mapViewToScene(hm.image.mapToView(hm.image.boundingRect().topLeft())), None
+    assert top_left.y() < vb.mapViewToScene(hm.image.mapToView(hm.image.boundingRect().bottomLeft())).y()
+    top, bottom = lut_colour(hm, 1.0), lut_colour(hm, 0.0)
+    assert pixel_at_cell(hm, 0, 0) == top  # [0, 0] = 1 drawn top-left in the top colour
+    for r, c in ((0, 1), (0, 2), (1, 2)):
+        assert pixel_at_cell(hm, r, c) == bottom
+    assert pixel_at_cell(hm, 2, 2) != bottom
+    assert hm.describe_cell(2, 1).endswith("0.300000")
+
+
+def test_selection_syncs_both_ways(qtbot, window):
+    s = type_text(qtbot, window, "the cat sat on the mat")
+    att = window.panels["attention"]
+    click_cell(qtbot, att.weights, 2, 0)
+    assert s.position == 2 and s.selected_position() == 2
+    assert window.panels["next-token"].info.text().startswith("after position 2 'sat'")
+    tokens = window.panels["tokens"]
+    qtbot.mouseClick(tokens.chips[4], __import__("PySide6.QtCore").QtCore.Qt.MouseButton.LeftButton)
+    assert s.position == 4 and att.weights._selection.isVisible()
+    assert "border-width:2px" in tokens.chips[4].styleSheet()
+    s.set_position(None)
+    assert s.selected_position() == 5 and not att.weights._selection.isVisible()
+
+
+def test_chip_hover_highlights_text(qtbot, window):
+    type_text(qtbot, window, "the 🙂 cat")
+    tokens = window.panels["tokens"]
+    tokens._on_chip_hovered(2)  # 'cat' after an emoji: two UTF-16 units
+    selections = tokens.editor.extraSelections()
+    cursor = selections[0].cursor
+    assert cursor.selectedText() == "cat"
+    tokens._on_chip_hovered(-1)
+    assert tokens.editor.extraSelections() == []
+
+
+def test_next_token_controls_and_click_appends(qtbot, window):
+    s = type_text(qtbot, window, "the cat")
+    nt = window.panels["next-token"]
+    nt.k_box.setValue(10**6)
+    assert nt.k_box.value() == s.config.vocab_size and len(nt.top.ids) == s.config.vocab_size
+    nt.k_box.setValue(3)
+    nt.temperature_box.setValue(-1.0)
+    assert nt.temperature_box.value() == 0.0
+    assert nt.top.probs.tolist() == [1.0, 0.0, 0.0] and "entropy 0.000 bits" in nt.info.text()
+    nt.temperature_box.setValue(1.0)
+    first = nt.token_name(int(nt.top.ids[0]))
+    scene = nt.plot.getViewBox().mapViewToScene(__import__("PySide6.QtCore").QtCore.QPointF(0.001, 0.0))
+    qtbot.mouseClick(nt.graphics.viewport(), __import__("PySide6.QtCore").QtCore.Qt.MouseButton.LeftButton,
+                     pos=nt.graphics.mapFromScene(scene))
+    expected = "the cat" + ("" if not first[0].isalnum() else " ") + first
+    assert s.text == expected and window.panels["tokens"].editor.toPlainText() == expected
+
+
+def test_empty_and_whitespace_clear_every_panel(qtbot, window):
+    type_text(qtbot, window, "the cat")
+    for text in ("", "   \n\t "):
+        window.session.set_text(text)
+        assert window.session.trace.n_tokens == 0
+        for name in ("embeddings", "qkv"):
+            assert all(hm.image.image is None or hm.data.size == 0 for hm in window.panels[name].heatmaps.values())
+        att = window.panels["attention"]
+        assert att.weights.data.size == 0 and att.scores.data.size == 0
+        assert window.panels["next-token"].top is None and len(window.panels["next-token"].bars.opts["width"]) == 0
+        assert not any(c.isVisible() for c in window.panels["tokens"].chips)
+
+
+def test_one_token_is_a_one_by_one_map_in_the_top_colour(qtbot, window):
+    s = type_text(qtbot, window, "cat")
+    hm = window.panels["attention"].weights
+    np.testing.assert_array_equal(hm.image.image, [[1.0]])
+    QApplication.processEvents()
+    assert pixel_at_cell(hm, 0, 0) == lut_colour(hm, 1.0)
+    assert s.trace.n_tokens == 1
+
+
+def test_more_tokens_than_context(qtbot, window):
+    text = "the cat sat on the mat . the dog sat on the log ."  # 14 tokens, context 8
+    s = type_text(qtbot, window, text)
+    tokens = window.panels["tokens"]
+    assert s.trace.n_tokens == 8 and s.trace.dropped == 6
+    assert tokens.note.text() == "showing the last 8 of 14 tokens"
+    kinds = [c.kind for c in tokens.chips if c.isVisible()]
+    assert kinds == ["dropped"] * 6 + ["normal"] * 8
+    assert s.tokens == list(s.encoding.tokens[6:])
+    assert window.panels["attention"].weights.image.image.shape == (8, 8)
+
+
+def test_unknown_words_and_emoji(qtbot, window):
+    s = type_text(qtbot, window, "the zebra 🙂 sat")
+    chips = [c for c in window.panels["tokens"].chips if c.isVisible()]
+    assert [c.kind for c in chips] == ["normal", "unk", "unk", "normal"]
+    assert "'zebra'" in chips[1].toolTip() and "'🙂'" in chips[2].toolTip()
+    assert s.trace.n_tokens == 4
+
+
+@pytest.mark.filterwarnings("error")
+def test_repeated_token_and_big_paste_without_warnings(qtbot, window):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = window.session
+        s.set_text("the " * 20)
+        assert s.trace.n_tokens == 8
+        np.testing.assert_allclose(s.trace.blocks[0].attn_weights[0].sum(-1), 1.0, rtol=1e-5)
+        window.panels["qkv"].show_weights.setChecked(False)
+        pasted = ("the cat sat on the mat 🙂 zebra! " * 400)[:10_000]
+        window.panels["tokens"].editor.setPlainText(pasted)
+        assert len(s.text) == 10_000 and s.trace.n_tokens == 8
+        assert len(s.encoding) > 2000
+        visible = [c for c in window.panels["tokens"].chips if c.isVisible()]
+        assert len(visible) == 8 + 32 and window.panels["tokens"].summary.isVisible()
+        QApplication.processEvents()
+
+
+def test_positional_encoding_and_causal_options(qtbot, window):
+    s = type_text(qtbot, window, "the cat sat")
+    tokens = window.panels["tokens"]
+    tokens.pe_box.setChecked(False)
+    assert not s.positional_encoding and not s.trace.positional_encoding
+    assert not window.panels["embeddings"].heatmaps["p"].image.image.any()
+    tokens.causal_box.setChecked(False)
+    assert not np.isnan(window.panels["attention"].scores.image.image).any()
+    s.set_causal(True)
+    assert tokens.causal_box.isChecked()
+
+
+def test_model_panel_and_status_bar(qtbot, window, tiny_checkpoint):
+    type_text(qtbot, window, "the cat")
+    html = window.panels["model"].browser.toPlainText()
+    assert f"{tiny_checkpoint.model.n_params():,}" in html and "context_length" in html and "tiny test model" in html
+    status = window.status.text()
+    assert "2/8 tokens" in status and "model" in status and "drawing" in status and " ms" in status

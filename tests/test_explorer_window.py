@@ -1,0 +1,169 @@
+"""The main window: opening checkpoints, recent files, exports, drag and drop, settings, threads."""
+
+import csv
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent, QImage
+
+from conftest import make_tiny_checkpoint
+from explorer.core.defaults import DEFAULT_CHECKPOINT
+from explorer.core.export import CSV_HEADER
+from explorer.qt.session import Session
+from explorer_helpers import DialogRecorder, make_window
+from model import save_checkpoint
+
+
+@pytest.fixture
+def dialogs(monkeypatch):
+    return DialogRecorder().install(monkeypatch)
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, tiny_checkpoint, dialogs):
+    return make_window(qtbot, tmp_path, tiny_checkpoint)
+
+
+@pytest.fixture
+def good_file(tmp_path, tiny_tokenizer):
+    path = tmp_path / "tiny-2L2H.safetensors"
+    ckpt = make_tiny_checkpoint(tiny_tokenizer, seed=7, n_layers=1, n_heads=1)
+    save_checkpoint(path, ckpt.model, ckpt.tokenizer, training={"steps": 12, "val_loss": 3.5})
+    return path
+
+
+def test_open_good_checkpoint(window, good_file, dialogs):
+    window.session.set_text("the cat")
+    assert window.open_checkpoint(good_file)
+    s = window.session
+    assert s.checkpoint.path == good_file and s.config.n_layers == 1 and not dialogs.errors
+    assert s.trace.n_tokens == 2 and "tiny-2L2H" in window.windowTitle()
+    assert window.recent_files() == [str(good_file.resolve())]
+    assert "val_loss" in window.panels["model"].browser.toPlainText()
+    assert window.panels["attention"].layer_box.maximum() == 0
+
+
+def test_bad_checkpoint_shows_the_loader_message_and_keeps_the_model(window, tmp_path, dialogs):
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(b"this is not a checkpoint at all")
+    before = window.session.checkpoint
+    window.session.set_text("the dog")
+    trace_before = window.session.trace
+    assert not window.open_checkpoint(bad)
+    assert len(dialogs.errors) == 1 and "broken.safetensors" in dialogs.errors[0][1]
+    assert window.session.checkpoint is before and window.session.trace is trace_before
+    assert window.recent_files() == []
+
+
+def test_open_dialog_reload_and_vanished_recent_file(window, good_file, dialogs):
+    dialogs.files.append(str(good_file))
+    window._on_open_triggered()
+    assert window.session.checkpoint.path == good_file
+    first = window.session.checkpoint
+    window.reload()
+    assert window.session.checkpoint is not first and window.session.checkpoint.path == good_file
+    window._fill_recent_menu()
+    assert [a.text() for a in window.recent_menu.actions()] == [str(good_file.resolve())]
+    good_file.unlink()
+    assert not window.open_recent(str(good_file.resolve()))
+    assert "no longer exists" in dialogs.errors[-1][1]
+    assert window.recent_files() == [] and window.settings.value("recent_files") in ([], None)
+    window._fill_recent_menu()
+    assert not window.recent_menu.isEnabled()
+
+
+def test_dropping_a_file_opens_it(window, good_file):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(good_file))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(event)
+    assert window.session.checkpoint.path == good_file
+
+
+def test_exports_write_files_that_load(window, tmp_path, dialogs):
+    s = window.session
+    s.set_text("the cat sat")
+    window.set_current_panel("attention")
+    out = {ext: tmp_path / f"out.{ext}" for ext in ("png", "svg", "npz", "csv")}
+    dialogs.files.extend(str(out[e]) for e in ("png", "svg", "npz", "csv"))
+    menu = window.export_menu
+    menu._on_png(), menu._on_svg(), menu._on_npz(), menu._on_csv()
+    assert not dialogs.errors and all(p.is_file() for p in out.values())
+    image = QImage(str(out["png"]))
+    panel = window.panels["attention"]
+    assert (image.width(), image.height()) == (panel.width(), panel.height())
+    assert out["svg"].read_text(encoding="utf-8").lstrip().startswith("<?xml") and "<svg" in out["svg"].read_text()
+    with np.load(out["npz"]) as f:
+        np.testing.assert_array_equal(f["blocks.1.attn.attn_weights"], s.trace.blocks[1].attn_weights)
+        assert f["tokens"].tolist() == ["the", "cat", "sat"]
+    rows = list(csv.reader(out["csv"].open(encoding="utf-8")))
+    assert tuple(rows[0]) == CSV_HEADER and len(rows) == 1 + 2 * 2 * 9
+
+
+def test_export_with_empty_trace_says_so(window, dialogs):
+    window.session.set_text("")
+    window.export_menu._on_npz()
+    assert dialogs.infos and "empty" in dialogs.infos[0][1]
+
+
+def test_layout_and_settings_are_remembered(qtbot, tmp_path, tiny_checkpoint, dialogs, good_file):
+    first = make_window(qtbot, tmp_path, tiny_checkpoint)
+    first.open_checkpoint(good_file)
+    first.docks["qkv"].close()
+    first.panels["next-token"].k_box.setValue(4)
+    first.close()
+    second = make_window(qtbot, tmp_path, tiny_checkpoint)
+    assert not second.docks["qkv"].isVisible() and second.docks["attention"].isVisible()
+    assert second.panels["next-token"].k_box.value() == 4
+    assert second.recent_files() == [str(good_file.resolve())]
+    second.docks["qkv"].toggleViewAction().trigger()  # View menu restores a closed dock
+    assert second.docks["qkv"].isVisible()
+
+
+def test_async_session_coalesces_and_never_shows_old_text(qtbot, tiny_checkpoint):
+    s = Session(compute_mode="async")
+    s.set_checkpoint(tiny_checkpoint)
+    shown = []
+    s.sig_trace_changed.connect(lambda: shown.append((s.text, list(s.trace.token_ids))))
+    qtbot.waitUntil(lambda: not s.busy and s.trace is not None)
+    shown.clear()
+    texts = ["the", "the cat", "the cat sat", "the cat sat on", "the cat sat on the"]
+    for t in texts:
+        s.set_text(t)
+    qtbot.waitUntil(lambda: not s.busy and s.trace is not None and s.trace.n_tokens == 5, timeout=5000)
+    final_ids = list(tiny_checkpoint.tokenizer.encode(texts[-1]).ids)
+    assert shown[-1] == (texts[-1], final_ids)
+    assert len(shown) < len(texts)  # coalesced: intermediate texts were skipped
+    for text, ids in shown:  # every trace shown belonged to the text current at that moment
+        assert ids == list(tiny_checkpoint.tokenizer.encode(text).ids)
+    s.shutdown()
+
+
+def test_closing_while_computing_exits_cleanly(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    big = make_tiny_checkpoint(tiny_tokenizer, context_length=1024, d_model=256, n_heads=4, d_mlp=1024)
+    window = make_window(qtbot, tmp_path, big, compute_mode="async")
+    window.session.set_text("the cat sat on the mat . " * 150)
+    window.session.set_text("the dog sat on the log . " * 150)
+    assert window.session.busy
+    window.close()  # waits for the running trace, drops the queued one
+    assert not window.session._pool.activeThreadCount()
+
+
+def test_status_bar_names_the_random_model_when_no_default(window, monkeypatch, tmp_path):
+    monkeypatch.setattr("explorer.core.defaults.DEFAULT_CHECKPOINT", tmp_path / "missing.safetensors")
+    window.open_default()
+    assert window.session.checkpoint.path is None and "seeded random model" in window.windowTitle()
+    assert "random model" in window.status.text()
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.exists(), reason="the default checkpoint has not been trained yet")
+def test_window_on_the_shipped_default_checkpoint(window, dialogs):
+    window.open_default()
+    s = window.session
+    assert window.model_note == "" and s.checkpoint.path == DEFAULT_CHECKPOINT and not dialogs.errors
+    s.set_text("once upon a time there was a little girl")
+    expected = s.model.trace(s.tokenizer.encode(s.text).ids)
+    np.testing.assert_array_equal(window.panels["attention"].weights.image.image, expected.blocks[0].attn_weights[0])
+    assert window.panels["next-token"].top.ids[0] == int(np.argmax(expected.logits[-1]))
