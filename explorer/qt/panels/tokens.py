@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
                                QVBoxLayout, QWidget)
 
 from explorer.core.views import Chip, crop_note, token_chips, token_label
+from explorer.qt.flow_layout import FlowLayout
 from explorer.qt.session import Session
 
 MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised
@@ -96,24 +97,22 @@ class TokensPanel(QWidget):
 
     def _build_layout(self) -> None:
         self.strip = QWidget()
-        self.strip_layout = QHBoxLayout(self.strip)
+        self.strip_layout = FlowLayout(self.strip)
         self.strip_layout.setContentsMargins(2, 2, 2, 2)
-        self.strip_layout.setSpacing(3)
         self.strip_layout.addWidget(self.summary)
-        self.strip_layout.addStretch(1)
         self.scroll = QScrollArea()
         self.scroll.setWidget(self.strip)
         self.scroll.setWidgetResizable(True)
-        self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setFixedHeight(64)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setMinimumHeight(60)
         options = QHBoxLayout()
         options.addWidget(self.note, 1)
         options.addWidget(self.pe_box)
         options.addWidget(self.causal_box)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
-        layout.addWidget(self.editor, 1)
-        layout.addWidget(self.scroll)
+        layout.addWidget(self.editor, 2)
+        layout.addWidget(self.scroll, 3)
         layout.addLayout(options)
 
     def _on_editor_text_changed(self) -> None:
@@ -137,7 +136,7 @@ class TokensPanel(QWidget):
             chip = ChipLabel(len(self.chips))
             chip.sig_hovered.connect(self._on_chip_hovered)
             chip.sig_clicked.connect(self._on_chip_clicked)
-            self.strip_layout.insertWidget(self.strip_layout.count() - 1, chip)
+            self.strip_layout.addWidget(chip)
             self.chips.append(chip)
         return self.chips[i]
 
@@ -158,6 +157,7 @@ class TokensPanel(QWidget):
             label.setVisible(True)
         for label in self.chips[len(self.chip_data):]:
             label.setVisible(False)
+        self.strip_layout.invalidate()
 
     def _on_chip_hovered(self, i: int) -> None:
         if not 0 <= i < len(self.chip_data):
