@@ -251,11 +251,7 @@ def _load_tokenizer(path: str) -> Tokenizer:
 
 
 def _shape_config(args: argparse.Namespace, vocab_size: int) -> GPTConfig:
-    shape = {
-        k: getattr(args, k)
-        for k in ("d_model", "n_heads", "n_layers", "context_length", "d_mlp")
-        if getattr(args, k) is not None
-    }
+    shape = {k: getattr(args, k) for k in SHAPE_OPTIONS if getattr(args, k) is not None}
     if args.no_positional_encoding:
         shape["positional_encoding"] = False
     if args.untied_unembed:
@@ -271,8 +267,7 @@ def _resumed_model(args: argparse.Namespace) -> tuple[GPT, Tokenizer, dict]:
     if ck.tokenizer is None:
         raise TrainError(f"--resume {args.resume}: the checkpoint has no tokenizer")
     wanted = _shape_config(args, ck.config.vocab_size).to_dict()
-    given = {k for k in ("d_model", "n_heads", "n_layers", "context_length", "d_mlp")
-             if getattr(args, k) is not None}
+    given = {k for k in SHAPE_OPTIONS if getattr(args, k) is not None}
     if args.no_positional_encoding:
         given.add("positional_encoding")
     if args.untied_unembed:
@@ -455,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         check_args(args)
         run = prepare(args, command)
-    except (TrainError, data.CorpusError, CheckpointError) as exc:
+    except (ValueError, CheckpointError) as exc:  # TrainError, CorpusError, a bad tokenizer
         print("error: " + " ".join(str(exc).split()), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

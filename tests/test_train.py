@@ -122,6 +122,19 @@ def test_resume_continues_and_keeps_the_tokenizer(texts, tmp_path, capsys):
     assert "d_model 16, but the options ask for 32" in capsys.readouterr().err
 
 
+def test_tokenizer_json_is_reused(texts, tmp_path):
+    from model.tokenizer import word_tokenizer_from_vocab
+
+    words = ["<unk>", "<|endoftext|>", "once", "upon", "a", "time", ",", ".", "lily", "the"]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(word_tokenizer_from_vocab(words).to_json(), encoding="utf-8")
+    out = tmp_path / "m.safetensors"
+    assert _train(texts, out, "--steps", "3", "--tokenizer", str(path)) == 0
+    ck = load_checkpoint(out)
+    assert ck.config.vocab_size == 10 and ck.tokenizer.id_to_token(8) == "lily"
+    assert ck.training["val_unk_share"] > 0.5  # most words of the tiny stories are not in it
+
+
 def _bad_cases(tmp_path: Path, train: Path, val: Path) -> dict[str, tuple[list[str], str]]:
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
@@ -143,6 +156,8 @@ def _bad_cases(tmp_path: Path, train: Path, val: Path) -> dict[str, tuple[list[s
         "warmup": (["--corpus", str(train), *base, "--steps", "5", "--warmup", "9"], "--warmup"),
         "resume+tokenizer": (["--corpus", str(train), *base, "--resume", out, "--tokenizer", out],
                              "contradict"),
+        "vocab+tokenizer": (["--corpus", str(train), *base, "--tokenizer", str(train),
+                             "--vocab-size", "10"], "--vocab-size only applies"),
         "bad resume": (["--corpus", str(train), *base, "--resume", str(train)], "train.txt"),
         "unknown option": (["--corpus", str(train), *base, "--epochs", "3"], "unrecognized"),
     }
@@ -202,3 +217,27 @@ def test_baselines_on_a_known_stream():
     assert cond[4].item() == pytest.approx(0.7 + 0.3 * 51 / 156)
     losses = baseline_losses(stream, torch.tensor([2, 3, 4] * 4), 4, 6)
     assert losses["bigram"] < 0.1 < 1.0 < losses["unigram"]  # a cycle is certain given the last token
+
+
+def test_real_sigint_saves_and_exits_130(texts, tmp_path):
+    import signal
+    import time
+
+    out, snaps = tmp_path / "m.safetensors", tmp_path / "snaps"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "model.train", "--corpus", str(texts[0]), "--val", str(texts[1]),
+         "--out", str(out), *TINY, "--steps", "1000000", "--snapshots", "3",
+         "--snapshot-dir", str(snaps)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 60
+    while not (snaps / "step-0000001.safetensors").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted at step" in err and "Traceback" not in err
+    ck = load_checkpoint(out)
+    assert ck.training["interrupted"] is True and ck.training["steps"] >= 1
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
