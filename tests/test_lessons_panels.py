@@ -112,6 +112,20 @@ def test_positional_follows_text_and_selection(qtbot, session):
     assert panel.comparison is None and panel.table.rowCount() == 0
 
 
+def test_a_slow_comparison_waits_for_the_update_button(qtbot, session, monkeypatch):
+    from explorer.qt.panels import positional as panel_module
+
+    monkeypatch.setattr(panel_module, "SLOW_MS", -1.0)  # every model counts as slow
+    panel = _show(qtbot, PositionalPanel(session))
+    assert not panel.update_button.isHidden()
+    session.set_text("the dog sat")
+    assert len(panel.comparison.perm) != 3 and "out of date" in panel.update_button.text()
+    panel.update_button.click()
+    assert len(panel.comparison.perm) == 3 and panel.update_button.text() == "Update"
+    panel.buttons["rotate"].click()  # reordering is always computed at once
+    assert panel.comparison.perm.tolist() == [1, 2, 0]
+
+
 def test_open_twin_goes_through_the_dialog_seam_when_it_fails(qtbot, session, monkeypatch, tmp_path):
     from explorer.qt import dialogs
     from explorer.qt.panels import positional as panel_module

@@ -82,23 +82,25 @@ def _masked(scores: np.ndarray, causal: bool) -> np.ndarray:
 
 
 def _qkv(model, trace, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, k, v (n_heads, T, d_head) in float64 from the trace's LN1 output and the model's weights."""
+    """q, k, v (n_heads, T, d_head) in float64 from the trace's LN1 output and the model's weights.
+
+    Head h uses rows h*d_head:(h+1)*d_head of each nn.Linear weight (out, in), as in the model.
+    """
     attn = model.blocks[layer].attn
-    w = attn.head_weights()
+    n_heads, d_head = attn.n_heads, attn.d_head
     h = trace.blocks[layer].ln1.astype(np.float64)  # (T, d_model)
     out = []
     for name in ("W_Q", "W_K", "W_V"):
-        m = np.einsum("td,hde->hte", h, w[name].astype(np.float64))  # (n_heads, T, d_head)
-        bias = getattr(attn, name).bias
-        if bias is not None:
-            out.append(m + bias.detach().double().numpy().reshape(m.shape[0], 1, m.shape[2]))
-        else:
-            out.append(m)
+        lin = getattr(attn, name)
+        m = h @ lin.weight.detach().double().numpy().T  # (T, d_model)
+        if lin.bias is not None:
+            m = m + lin.bias.detach().double().numpy()
+        out.append(m.reshape(len(h), n_heads, d_head).transpose(1, 0, 2))  # (n_heads, T, d_head)
     return out[0], out[1], out[2]
 
 
-def _heads(model, trace, layer: int, causal: bool):
-    q, k, v = _qkv(model, trace, layer)
+def _heads(qkv, causal: bool):
+    q, k, v = qkv
     scores = _masked(q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1]), causal)  # (n_heads, T, T)
     weights = softmax_rows(scores)
     return scores, weights, weights @ v  # outputs (n_heads, T, d_head)
@@ -123,8 +125,8 @@ def _simplified(trace, ref_w, i) -> Variant:
                    scores[None], weights[None], z[None], None, None, i, z[i], dw, None, line)
 
 
-def _single(key, model, trace, layer, head, i, causal, ref_w, ref_out) -> Variant:
-    scores, weights, outs = _heads(model, trace, layer, causal)
+def _single(key, qkv, trace, head, i, causal, ref_w, ref_out) -> Variant:
+    scores, weights, outs = _heads(qkv, causal)
     w, o = weights[head], outs[head]
     dw = float(np.max(np.abs(w - ref_w)))
     do = float(np.max(np.abs(o[i] - ref_out[i])))
@@ -143,8 +145,8 @@ def _single(key, model, trace, layer, head, i, causal, ref_w, ref_out) -> Varian
                    i, o[i], dw, do, line)
 
 
-def _multihead(model, trace, layer, head, i, ref_w) -> Variant:
-    scores, weights, outs = _heads(model, trace, layer, trace.causal)
+def _multihead(model, qkv, trace, layer, head, i, ref_w) -> Variant:
+    scores, weights, outs = _heads(qkv, trace.causal)
     H, T, d_head = outs.shape
     concat = outs.transpose(1, 0, 2).reshape(T, H * d_head)  # (T, d_model)
     w_o = model.blocks[layer].attn.W_O
@@ -196,9 +198,10 @@ def all_variants(model, trace, layer: int, head: int, position: int) -> tuple[Va
     blk = trace.blocks[layer]
     ref_w = blk.attn_weights[head].astype(np.float64)
     ref_out = blk.head_out[head].astype(np.float64)
+    qkv = _qkv(model, trace, layer)
     return (
         _simplified(trace, ref_w, i),
-        _single("self", model, trace, layer, head, i, False, ref_w, ref_out),
-        _single("causal", model, trace, layer, head, i, True, ref_w, ref_out),
-        _multihead(model, trace, layer, head, i, ref_w),
+        _single("self", qkv, trace, head, i, False, ref_w, ref_out),
+        _single("causal", qkv, trace, head, i, True, ref_w, ref_out),
+        _multihead(model, qkv, trace, layer, head, i, ref_w),
     )

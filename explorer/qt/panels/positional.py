@@ -7,6 +7,7 @@ reordered, positional encoding on and off); this file only draws them.
 from __future__ import annotations
 
 import html
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from explorer.qt.session import Session
 
 TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
 TOP_K = 5
+SLOW_MS = 250.0  # a comparison slower than this stops following every keystroke (Update button)
 BAR_H = 0.4
 COLUMNS = ["token", "now at", "attn Δ, PE off", "block Δ, PE off", "attn Δ, PE on", "block Δ, PE on"]
 CHANGED = QColor("#fbd9b5")
@@ -106,6 +108,10 @@ class PositionalPanel(QWidget):
             button = QPushButton(text)
             button.clicked.connect(lambda _=False, m=mode: self._set_mode(m()))
             self.buttons[name] = button
+        self.last_ms = 0.0
+        self.update_button = QPushButton("Update")
+        self.update_button.clicked.connect(self.refresh)
+        self.update_button.setVisible(False)
         self.chips = OrderChips(lambda order: self._set_mode(("custom", tuple(order))))
 
     def _build_views(self) -> None:
@@ -159,7 +165,8 @@ class PositionalPanel(QWidget):
         reorder = QHBoxLayout()
         for name in ("reverse", "rotate", "shuffle", "again"):
             reorder.addWidget(self.buttons[name])
-        for w in (QLabel("swap"), self.i_box, QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last):
+        for w in (QLabel("swap"), self.i_box, QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last,
+                  self.update_button):
             reorder.addWidget(w)
         reorder.addStretch(1)
         views = QWidget()
@@ -249,7 +256,9 @@ class PositionalPanel(QWidget):
     def _on_session_changed(self) -> None:
         self._dirty = True
         self._update_options()
-        if self.isVisible():
+        if self.last_ms > SLOW_MS:
+            self.update_button.setText("Update (out of date)")
+        elif self.isVisible():
             self.refresh()
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
@@ -271,9 +280,15 @@ class PositionalPanel(QWidget):
             return
         self.perm = self.permutation(n)
         tokens = s.tokens
+        t0 = time.perf_counter()
         self.comparison = positional.compare_orders(
             s.model, s.trace.token_ids, self.perm, layer=s.layer, head=s.head, causal=s.causal,
             top_k=TOP_K, tokens=tokens)
+        self.last_ms = (time.perf_counter() - t0) * 1e3
+        self.update_button.setVisible(self.last_ms > SLOW_MS)
+        self.update_button.setText("Update")
+        self.update_button.setToolTip(f"The four traces took {self.last_ms:.0f} ms: with a model this slow the "
+                                      "comparison follows the text and the selection only when you press Update")
         if self.chips.order() != self.perm.tolist() or self.chips.count() != n:
             self.chips.show_order(tokens, self.perm)
         self._draw(self.comparison, tokens)
