@@ -45,6 +45,8 @@ def test_panels_are_registered():
 def test_positional_panel_shows_the_comparison(qtbot, session):
     panel = _show(qtbot, PositionalPanel(session))
     T = session.trace.n_tokens
+    assert panel.keep_last.isChecked()  # the default: reverse all but the last token
+    panel.keep_last.setChecked(False)
     expected = positional.compare_orders(session.model, session.trace.token_ids, positional.reverse(T),
                                          layer=0, head=0, causal=True, tokens=session.tokens)
     c = panel.comparison
@@ -75,8 +77,7 @@ def test_positional_controls_follow_and_drive_the_session(qtbot, session):
 def test_positional_reorderings_and_keep_last(qtbot, session):
     panel = _show(qtbot, PositionalPanel(session))
     T = session.trace.n_tokens
-    panel.keep_last.setChecked(True)
-    assert panel.comparison.perm[-1] == T - 1
+    assert panel.comparison.perm.tolist() == positional.reverse(T, keep_last=True).tolist()
     # The tiny model has 2 layers: with the mask the order leaks into the last prediction.
     assert panel.comparison.last_tv[0] > 1e-6 and "leaks" in panel.comparison.sentence(False)
     panel.buttons["shuffle"].click()
@@ -123,7 +124,7 @@ def test_a_slow_comparison_waits_for_the_update_button(qtbot, session, monkeypat
     panel.update_button.click()
     assert len(panel.comparison.perm) == 3 and panel.update_button.text() == "Update"
     panel.buttons["rotate"].click()  # reordering is always computed at once
-    assert panel.comparison.perm.tolist() == [1, 2, 0]
+    assert panel.comparison.perm.tolist() == positional.rotate(3, 1, keep_last=True).tolist() == [1, 0, 2]
 
 
 def test_open_twin_goes_through_the_dialog_seam_when_it_fails(qtbot, session, monkeypatch, tmp_path):

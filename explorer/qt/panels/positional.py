@@ -97,6 +97,7 @@ class PositionalPanel(QWidget):
         self.twin_button = QPushButton("Open the twin trained without positional encoding")
         self.twin_button.clicked.connect(self.open_twin)
         self.keep_last = QCheckBox("keep the last token in place")
+        self.keep_last.setChecked(True)  # the lesson's case: the prediction's token stays last
         self.keep_last.toggled.connect(lambda _: self._set_mode(self.mode))
         self.i_box, self.j_box = QSpinBox(), QSpinBox()
         self.buttons = {}
