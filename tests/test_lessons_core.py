@@ -239,3 +239,14 @@ def test_variants_agree_with_the_model_where_they_should(tiny2):
     bidirectional = tiny2.trace(IDS, causal=False)
     self_b = variants.all_variants(tiny2, bidirectional, 1, 1, 4)[1]
     assert self_b.weights_delta < 1e-6 and "equal to the trace's" in self_b.difference
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_exchanging_two_equal_tokens_is_explained(tiny, causal):
+    # [3, 7, 3, 5] -> the same ids, but each 3 now stands where the other stood.
+    c = positional.compare_orders(tiny, [3, 7, 3, 5], [2, 1, 0, 3], causal=causal)
+    assert c.last_tv.max() < 1e-6
+    assert (c.attn_delta[1] > 1e-5).tolist() == [True, False, True, False]  # PE on: the two 3s moved
+    assert "every position holds the same token as before" in c.sentence(True)
+    for pe in (False, True):
+        assert "does not explain" not in c.sentence(pe)

@@ -135,8 +135,9 @@ def _token_reason(c, k: int, pe_used: bool, changed: np.ndarray) -> str:
         return (": each token still sees the same tokens at or before it, and without positional "
                 "encoding their order does not matter")
     if not changed.all() and changed.any():
+        kept = "the same tokens before them" if c.causal else "a sequence that reads the same"
         return (": positional encoding x_i = e_i + p_i tells the model where each token stands; only "
-                "tokens with the same place and the same tokens before them kept their result")
+                f"tokens with the same place and {kept} kept their result")
     return ": positional encoding x_i = e_i + p_i tells the model where each token stands"
 
 
@@ -152,6 +153,8 @@ def _last_part(c, k: int, pe_used: bool, tokens, tv_tol: float) -> str:
         who = f" ({tokens[new_last]!r})" if tokens is not None else ""
         return head + f": a different token{who} now stands last and makes the prediction"
     if same:
+        if pe_used:
+            return head + ": every position holds the same token as before"
         if not c.causal:
             return head + ": the same token stands last and, without the mask, sees the same set"
         return head + ": the last token is the same and sees the same set of tokens, in whatever order"
