@@ -82,6 +82,17 @@ def _headless_dialogs(failures: list[str]) -> None:
     dialogs.info = lambda _parent, title, text: print(f"{title}: {text}", file=sys.stderr)
 
 
+def _dispose(app, *widgets) -> None:
+    """Close and delete widgets while the QApplication still exists (else teardown can segfault)."""
+    from PySide6.QtCore import QEvent
+
+    for widget in widgets:
+        widget.close()
+        widget.deleteLater()
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    app.processEvents()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the app; returns the exit code (0 ok, 1 the checkpoint failed in a screenshot, 2 bad usage)."""
     from explorer.qt.panels import PANELS, panel_names
@@ -109,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(settings=settings)
     if args.path is None or not window.open_checkpoint(args.path):
         if args.path is not None and args.screenshot:
+            _dispose(app, window)
             return 1
         window.open_default()
     window.session.set_text(args.text)
@@ -116,12 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         factory = {name: f for name, _, f in PANELS}.get(args.panel)
         widget = factory(window.session) if factory else window
         _render(widget, args.size, args.screenshot, app)
+        _dispose(app, *{widget, window})
         return 0
     window.show()
     app.processEvents()
     if args.startup_time:
         print(f"window shown after {time.perf_counter() - _T0:.2f} s (from importing explorer.app)")
-        window.close()
+        _dispose(app, window)
         return 0
     return app.exec()
 

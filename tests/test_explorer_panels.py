@@ -52,6 +52,13 @@ def type_text(qtbot, window, text):
     return window.session
 
 
+def show_panel(window, name):
+    """Bring a (possibly tabbed) dock to the front, as a click on its tab does."""
+    window.docks[name].raise_()
+    QApplication.processEvents()
+    return window.panels[name]
+
+
 def close(a, b, tol=1e-6):
     return np.allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), atol=tol, equal_nan=True)
 
@@ -73,7 +80,7 @@ def test_typing_updates_every_panel_with_the_trace(qtbot, window, tiny_checkpoin
     emb = window.panels["embeddings"].heatmaps
     for key, arr in (("e", expected.tok), ("p", expected.pos), ("x", expected.x)):
         assert close(emb[key].image.image, arr) and emb[key].row_labels == labels
-    qkv = window.panels["qkv"].heatmaps
+    qkv = show_panel(window, "qkv").heatmaps
     assert close(qkv["q"].image.image, expected.blocks[0].q[0]) and qkv["v"].row_labels == labels
     att = window.panels["attention"]
     assert close(att.weights.image.image, expected.blocks[0].attn_weights[0])
@@ -90,6 +97,7 @@ def test_typing_updates_every_panel_with_the_trace(qtbot, window, tiny_checkpoin
 
 def test_layer_head_selectors_and_all_heads_grid(qtbot, window):
     s = type_text(qtbot, window, "a dog played")
+    show_panel(window, "qkv")
     att = window.panels["attention"]
     att.layer_box.setValue(1)
     att.head_box.setValue(1)
@@ -107,7 +115,7 @@ def test_layer_head_selectors_and_all_heads_grid(qtbot, window):
 
 def test_qkv_weights_toggle(qtbot, window, tiny_checkpoint):
     type_text(qtbot, window, "the sun")
-    panel = window.panels["qkv"]
+    panel = show_panel(window, "qkv")
     panel.show_weights.setChecked(True)
     w = tiny_checkpoint.model.blocks[0].attn.head_weights()
     assert panel.heatmaps["q"].image.image.shape == (16, 8)  # (d_model, d_head)
@@ -182,7 +190,8 @@ def test_empty_and_whitespace_clear_every_panel(qtbot, window):
         window.session.set_text(text)
         assert window.session.trace.n_tokens == 0
         for name in ("embeddings", "qkv"):
-            assert all(hm.image.image is None or hm.data.size == 0 for hm in window.panels[name].heatmaps.values())
+            heatmaps = show_panel(window, name).heatmaps.values()
+            assert all(hm.image.image is None and hm.data.size == 0 for hm in heatmaps)
         att = window.panels["attention"]
         assert att.weights.data.size == 0 and att.scores.data.size == 0
         assert window.panels["next-token"].top is None and len(window.panels["next-token"].bars.opts["width"]) == 0
@@ -241,7 +250,7 @@ def test_positional_encoding_and_causal_options(qtbot, window):
     tokens = window.panels["tokens"]
     tokens.pe_box.setChecked(False)
     assert not s.positional_encoding and not s.trace.positional_encoding
-    assert not window.panels["embeddings"].heatmaps["p"].image.image.any()
+    assert not show_panel(window, "embeddings").heatmaps["p"].image.image.any()
     tokens.causal_box.setChecked(False)
     assert not np.isnan(window.panels["attention"].scores.image.image).any()
     s.set_causal(True)
@@ -254,3 +263,13 @@ def test_model_panel_and_status_bar(qtbot, window, tiny_checkpoint):
     assert f"{tiny_checkpoint.model.n_params():,}" in html and "context_length" in html and "tiny test model" in html
     status = window.status.text()
     assert "2/8 tokens" in status and "model" in status and "drawing" in status and " ms" in status
+
+
+def test_hidden_panels_skip_work_and_catch_up_when_shown(qtbot, window):
+    show_panel(window, "embeddings")
+    assert not window.panels["qkv"].is_shown()  # tabbed behind the embeddings
+    s = type_text(qtbot, window, "the dog sat")
+    assert window.panels["qkv"]._stale
+    show_panel(window, "qkv")
+    assert window.panels["qkv"].is_shown() and not window.panels["qkv"]._stale
+    assert close(window.panels["qkv"].heatmaps["q"].image.image, s.trace.blocks[0].q[0])

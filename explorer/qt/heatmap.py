@@ -61,6 +61,8 @@ class Heatmap(QWidget):
         super().__init__(parent)
         self.data = np.zeros((0, 0), dtype=np.float32)
         self.levels = (0.0, 1.0)
+        self._range = (0, 0)
+        self._tick_key = None
         self.row_labels: list[str] | None = []
         self.col_labels: list[str] | None = None
         self.describe: Callable[[int, int, float], str] | None = None
@@ -118,6 +120,7 @@ class Heatmap(QWidget):
         self.row_labels = None if row_labels is None else list(row_labels)
         self.col_labels = None if col_labels is None else list(col_labels)
         if data.size == 0:
+            self._tick_key = None
             self.image.clear()
             self.plot.getAxis("left").setTicks([[], []] if row_labels is not None else None)
             self.col_axis.setTicks([[], []] if col_labels is not None else None)
@@ -126,9 +129,11 @@ class Heatmap(QWidget):
             return
         rows, cols = data.shape
         self.image.setImage(data, levels=self.levels, autoLevels=False)
-        if self.bar is not None:
+        if self.bar is not None and self.bar.levels() != self.levels:
             self.bar.setLevels(self.levels)
-        self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+        if (rows, cols) != self._range:  # fixed view range, changed only with the shape
+            self._range = (rows, cols)
+            self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         self._update_ticks()
 
     def _update_ticks(self, *_) -> None:
@@ -138,14 +143,17 @@ class Heatmap(QWidget):
         rows, cols = self.data.shape
         vb = self.plot.getViewBox()
         fm = QFontMetrics(self.font())
-        row_px = max(vb.height(), 1.0) / rows
-        self.plot.getAxis("left").setTicks(thinned_ticks(self.row_labels, math.ceil(fm.height() / row_px)))
+        row_step = math.ceil(fm.height() / (max(vb.height(), 1.0) / rows))
+        col_step = 1
         if self.col_labels is not None:
             widest = max(fm.horizontalAdvance(c) for c in self.col_labels) + 6
-            col_px = max(vb.width(), 1.0) / cols
-            self.col_axis.setTicks(thinned_ticks(self.col_labels, math.ceil(widest / col_px)))
-        else:
-            self.col_axis.setTicks(None)
+            col_step = math.ceil(widest / (max(vb.width(), 1.0) / cols))
+        key = (self.row_labels, self.col_labels, row_step, col_step)
+        if key == self._tick_key:
+            return  # same labels: leave the axes alone (setTicks repaints them)
+        self._tick_key = key
+        self.plot.getAxis("left").setTicks(thinned_ticks(self.row_labels, row_step))
+        self.col_axis.setTicks(thinned_ticks(self.col_labels, col_step) if self.col_labels is not None else None)
 
     def clear(self) -> None:
         """Show nothing (no rows)."""

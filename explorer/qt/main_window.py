@@ -251,7 +251,11 @@ class MainWindow(QMainWindow):
             self._current_panel = name
 
     def _on_dock_visibility_changed(self, name: str, visible: bool) -> None:
-        if visible and self.docks[name].isActiveWindow():
+        if not visible:
+            return
+        if hasattr(self.panels[name], "catch_up"):  # a tab was brought to the front
+            self.panels[name].catch_up()
+        if self.docks[name].isActiveWindow():
             self._current_panel = name
 
     def _on_app_focus_changed(self, _old, new) -> None:

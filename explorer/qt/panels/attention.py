@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLay
 
 from explorer.core.views import attention_views, axis_labels, symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap
+from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 WEIGHT_LEVELS = (0.0, 1.0)
@@ -53,6 +54,12 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             image.setImage(w, levels=WEIGHT_LEVELS, autoLevels=False)
             self.plots[layer, head].setRange(xRange=(0, w.shape[1]), yRange=(0, w.shape[0]), padding=0)
 
+    def mark(self, layer: int, head: int) -> None:
+        """Show which head is selected (its title in bold with a marker)."""
+        for (li, h), plot in self.plots.items():
+            chosen = (li, h) == (layer, head)
+            plot.setTitle(f"▶ L{li} H{h}" if chosen else f"L{li} H{h}", bold=chosen, color="k" if chosen else "#888")
+
     def _on_scene_clicked(self, event) -> None:
         for (layer, head), plot in self.plots.items():
             if plot.sceneBoundingRect().contains(event.scenePos()) and self.on_pick is not None:
@@ -60,7 +67,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 return
 
 
-class AttentionPanel(QWidget):
+class AttentionPanel(RefreshWhenShown, QWidget):
     """Scores q_i.k_j / sqrt(d_head) (masked cells blank) and weights (levels 0..1) of one head.
 
     Queries run down the side with row 0 at the top, keys along the top. Clicking a row selects
@@ -85,8 +92,8 @@ class AttentionPanel(QWidget):
         self.head_box.valueChanged.connect(session.set_head)
         self.all_heads.toggled.connect(self._on_all_heads_toggled)
         session.sig_model_changed.connect(self._on_session_model_changed)
-        session.sig_trace_changed.connect(self.refresh)
-        session.sig_selection_changed.connect(self.refresh)
+        session.sig_trace_changed.connect(self.schedule_refresh)
+        session.sig_selection_changed.connect(self.schedule_refresh)
         self._on_session_model_changed()
 
     def _build_layout(self) -> None:
@@ -125,7 +132,7 @@ class AttentionPanel(QWidget):
         self.all_heads.setEnabled(n_layers * n_heads > 1)
         self.grid.rebuild(n_layers, n_heads)
         self._on_all_heads_toggled(self.all_heads.isChecked())
-        self.refresh()
+        self.schedule_refresh()
 
     def _on_all_heads_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and self.all_heads.isEnabled())
@@ -159,3 +166,4 @@ class AttentionPanel(QWidget):
         self.weights.set_selected_row(selected)
         if self.grid.isVisibleTo(self):
             self.grid.set_trace(trace)
+            self.grid.mark(s.layer, s.head)

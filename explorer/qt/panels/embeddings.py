@@ -7,12 +7,13 @@ from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from explorer.core.views import axis_labels, embedding_levels, embedding_views
 from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 TITLES = {"e": "e_i token embedding", "p": "p_i position", "x": "x_i = e_i + p_i"}
 
 
-class EmbeddingsPanel(QWidget):
+class EmbeddingsPanel(RefreshWhenShown, QWidget):
     """Three heatmaps (T, d_model), rows = tokens, columns = dimensions, fixed symmetric levels per model."""
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
@@ -26,7 +27,7 @@ class EmbeddingsPanel(QWidget):
             layout.addWidget(hm)
             hm.sig_row_clicked.connect(session.set_position)
         session.sig_model_changed.connect(self._on_session_model_changed)
-        session.sig_trace_changed.connect(self.refresh)
+        session.sig_trace_changed.connect(self.schedule_refresh)
         session.sig_selection_changed.connect(self._on_session_selection_changed)
         self._on_session_model_changed()
 

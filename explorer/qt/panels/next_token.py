@@ -10,12 +10,13 @@ from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox, QVB
 
 from explorer.core.nexttoken import TopK, append_token, top_k
 from explorer.core.views import token_label
+from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 BAR_HEIGHT = 0.8
 
 
-class NextTokenPanel(QWidget):
+class NextTokenPanel(RefreshWhenShown, QWidget):
     """Bars of the k most likely next tokens at the selected position (the last by default).
 
     Temperature 0 is greedy (all probability on the argmax); the spin box cannot go below 0.
@@ -52,8 +53,8 @@ class NextTokenPanel(QWidget):
         self.temperature_box.valueChanged.connect(self.refresh)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_clicked)
         session.sig_model_changed.connect(self._on_session_model_changed)
-        session.sig_trace_changed.connect(self.refresh)
-        session.sig_selection_changed.connect(self.refresh)
+        session.sig_trace_changed.connect(self.schedule_refresh)
+        session.sig_selection_changed.connect(self.schedule_refresh)
         self._on_session_model_changed()
 
     def _build_layout(self) -> None:
@@ -75,7 +76,7 @@ class NextTokenPanel(QWidget):
         self.k_box.setMaximum(cfg.vocab_size if cfg else 1)  # clamps k to the vocabulary
         self.k_box.setValue(self.k_wanted)
         self.k_box.blockSignals(False)
-        self.refresh()
+        self.schedule_refresh()
 
     def _on_k_changed(self, k: int) -> None:
         self.k_wanted = k
@@ -108,7 +109,7 @@ class NextTokenPanel(QWidget):
         token = token_label(s.tokens[pos]) if pos < len(s.tokens) else "?"
         self.info.setText(
             f"after position {pos} {token!r}{last} · entropy {self.top.entropy:.3f} bits "
-            f"(max {math.log2(s.config.vocab_size):.1f}) · click a bar to append it"
+            f"(max {math.log2(s.config.vocab_size):.3f}) · click a bar to append it"
         )
 
     def append(self, rank: int) -> None:

@@ -6,12 +6,13 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from explorer.core.views import axis_labels, qkv_views, symmetric_levels
 from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 NAMES = ("q", "k", "v")
 
 
-class QKVPanel(QWidget):
+class QKVPanel(RefreshWhenShown, QWidget):
     """Three heatmaps: q_i = h_i W_Q, k_i = h_i W_K, v_i = h_i W_V, or the d_model x d_head weights.
 
     Levels are symmetric, shared by the three maps, from the values shown.
@@ -36,9 +37,9 @@ class QKVPanel(QWidget):
         layout.addLayout(top)
         layout.addLayout(maps, 1)
         self.show_weights.toggled.connect(self.refresh)
-        session.sig_trace_changed.connect(self.refresh)
-        session.sig_model_changed.connect(self.refresh)
-        session.sig_selection_changed.connect(self.refresh)
+        session.sig_trace_changed.connect(self.schedule_refresh)
+        session.sig_model_changed.connect(self.schedule_refresh)
+        session.sig_selection_changed.connect(self.schedule_refresh)
         self.refresh()
 
     def _on_heatmap_row_clicked(self, row: int) -> None:
