@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
 
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
 from explorer.qt import dialogs
@@ -67,7 +67,12 @@ class MainWindow(QMainWindow):
             panel = factory(self.session)
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock-{name}")
-            dock.setWidget(panel)
+            # A scroll area lets a panel with a large minimum size share a dock area with others.
+            scroll = QScrollArea()
+            scroll.setWidget(panel)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            dock.setWidget(scroll)
             dock.visibilityChanged.connect(lambda visible, n=name: self._on_dock_visibility_changed(n, visible))
             self.panels[name], self.docks[name] = panel, dock
         self.default_layout()
@@ -90,10 +95,24 @@ class MainWindow(QMainWindow):
         for name in ("next-token", "embeddings"):
             if name in d:
                 d[name].raise_()
-        self.resizeDocks([left_top, right_top], [4, 7], Qt.Orientation.Horizontal)
-        lower = [d[n] for n in ("next-token", "embeddings") if n in d]
-        if len(lower) == 2:
-            self.resizeDocks([left_top, right_top] + lower, [3, 5, 6, 4], Qt.Orientation.Vertical)
+        self._sizes_pending = True
+        if self.isVisible():
+            self._apply_default_sizes()
+
+    def _apply_default_sizes(self) -> None:
+        """Dock proportions of the default layout (only effective once the window has a size)."""
+        self._sizes_pending = False
+        d = self.docks
+        w, h = self.width(), self.height()
+        self.resizeDocks([d["tokens"], d["attention"]], [int(w * 0.36), int(w * 0.64)], Qt.Orientation.Horizontal)
+        for top, below, share in (("tokens", "next-token", 0.42), ("attention", "embeddings", 0.55)):
+            if below in d:
+                self.resizeDocks([d[top], d[below]], [int(h * share), int(h * (1 - share))], Qt.Orientation.Vertical)
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().showEvent(event)
+        if self._sizes_pending:  # after the first layout pass, when the docks have real sizes
+            QTimer.singleShot(0, self._apply_default_sizes)
 
     def _stack_under(self, top: QDockWidget, names: list[str]) -> None:
         """Put the first named dock under ``top`` and tab the rest with it."""
@@ -272,8 +291,8 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         else:
             self.resize(1400, 900)
-        if state is not None:
-            self.restoreState(state)
+        if state is not None and self.restoreState(state):
+            self._sizes_pending = False  # the user's own proportions
         for panel in self.panels.values():
             if hasattr(panel, "restore_settings"):
                 panel.restore_settings(self.settings)

@@ -38,6 +38,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.temperature_box.setValue(1.0)
         self.temperature_box.setToolTip("0 = greedy: all probability on the most likely token")
         self.info = QLabel()
+        self.info.setWordWrap(True)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
         self.plot = self.graphics.addPlot()
