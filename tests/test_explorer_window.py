@@ -167,3 +167,17 @@ def test_window_on_the_shipped_default_checkpoint(window, dialogs):
     expected = s.model.trace(s.tokenizer.encode(s.text).ids)
     np.testing.assert_array_equal(window.panels["attention"].weights.image.image, expected.blocks[0].attn_weights[0])
     assert window.panels["next-token"].top.ids[0] == int(np.argmax(expected.logits[-1]))
+
+
+def test_auto_mode_moves_a_slow_model_off_the_gui_thread(qtbot, tiny_tokenizer):
+    big = make_tiny_checkpoint(tiny_tokenizer, context_length=1024, d_model=256, n_heads=4, d_mlp=1024)
+    s = Session(compute_mode="auto")
+    s.set_checkpoint(big)
+    s.set_text("the cat sat on the mat . " * 150)  # ~1,000 tokens: computed here, and measured
+    assert s.trace is not None and s.trace.n_tokens == 1024 and not s.busy
+    assert s.last_model_ms > 12.0  # slower than the GUI-thread budget ...
+    s.set_text("the dog sat on the log . " * 150)
+    assert s.busy  # ... so the next edit runs on the worker thread
+    qtbot.waitUntil(lambda: not s.busy, timeout=10000)
+    assert list(s.trace.token_ids) == list(big.tokenizer.encode(s.text).ids[-1024:])
+    s.shutdown()
