@@ -59,9 +59,20 @@ class ExportMenu:
 
     def __init__(self, window, menu: QMenu) -> None:
         self.window = window
-        for text, slot in (("Current Panel as &PNG…", self._on_png), ("Current Panel as &SVG…", self._on_svg),
-                           ("Trace as .&npz…", self._on_npz), ("Attention Weights as &CSV…", self._on_csv)):
-            menu.addAction(text).triggered.connect(lambda *_, slot=slot: slot())
+        self.actions = {}
+        for key, text, slot in (("png", "Current Panel as &PNG…", self._on_png),
+                                ("svg", "Current Panel as &SVG…", self._on_svg),
+                                ("npz", "Trace as .&npz…", self._on_npz),
+                                ("csv", "Attention Weights as &CSV…", self._on_csv)):
+            self.actions[key] = menu.addAction(text)
+            self.actions[key].triggered.connect(lambda *_, slot=slot: slot())
+        menu.aboutToShow.connect(self._on_menu_about_to_show)
+
+    def _on_menu_about_to_show(self) -> None:
+        """Name the panel that will be exported (the one last clicked or focused)."""
+        title = self.window.docks[self.window.current_panel()].windowTitle()
+        self.actions["png"].setText(f"Panel “{title}” as &PNG…")
+        self.actions["svg"].setText(f"Panel “{title}” as &SVG…")
 
     def _ask(self, title: str, suffix: str, filter: str) -> str | None:
         start = Path(str(self.window.settings.value("last_export_dir", str(Path.home()))))
