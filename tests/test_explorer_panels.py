@@ -4,6 +4,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PySide6.QtWidgets import QApplication
 
 from explorer.core.nexttoken import top_k
@@ -273,3 +275,15 @@ def test_hidden_panels_skip_work_and_catch_up_when_shown(qtbot, window):
     show_panel(window, "qkv")
     assert window.panels["qkv"].is_shown() and not window.panels["qkv"]._stale
     assert close(window.panels["qkv"].heatmaps["q"].image.image, s.trace.blocks[0].q[0])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=60))
+def test_any_text_updates_without_errors(window, text):
+    """Any string (control characters, surrogates, emoji, RTL) gives a consistent trace and panels."""
+    s = window.session
+    s.set_text(text)
+    n = s.trace.n_tokens
+    assert n == min(len(s.encoding), s.config.context_length) and len(s.tokens) == n
+    assert window.panels["attention"].weights.data.shape == ((n, n) if n else (0, 0))
+    assert (window.panels["next-token"].top is None) == (n == 0)
