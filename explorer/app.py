@@ -82,6 +82,11 @@ def _headless_dialogs(failures: list[str]) -> None:
     dialogs.info = lambda _parent, title, text: print(f"{title}: {text}", file=sys.stderr)
 
 
+def _has_display() -> bool:
+    """Whether Qt can open a window here (otherwise it aborts the process)."""
+    return bool(os.environ.get("QT_QPA_PLATFORM") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def _dispose(app, *widgets) -> None:
     """Close and delete widgets while the QApplication still exists (else teardown can segfault)."""
     from PySide6.QtCore import QEvent
@@ -103,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.screenshot:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif sys.platform.startswith("linux") and not _has_display():
+        print("transformer-explorer: error: no display (DISPLAY/WAYLAND_DISPLAY unset); "
+              "run it in a desktop session, under xvfb-run, or use --screenshot", file=sys.stderr)
+        return 2
     from PySide6.QtCore import QSettings
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication

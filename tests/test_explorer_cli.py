@@ -70,3 +70,10 @@ def test_screenshot_of_a_bad_checkpoint_fails_with_the_message(tmp_path):
     bad.write_bytes(b"\x00" * 10)
     r = run_app(str(bad), "--screenshot", str(tmp_path / "x.png"))
     assert r.returncode == 1 and "bad.safetensors" in r.stderr and not (tmp_path / "x.png").exists()
+
+
+def test_no_display_is_a_clear_error_not_an_abort():
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    r = subprocess.run([sys.executable, "-m", "explorer"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "no display" in r.stderr
