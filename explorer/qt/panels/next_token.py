@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.nexttoken import TopK, append_token, top_k
 from explorer.core.views import token_label
@@ -38,7 +38,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.temperature_box.setValue(1.0)
         self.temperature_box.setToolTip("0 = greedy: all probability on the most likely token")
         self.info = QLabel()
-        self.info.setWordWrap(True)
+        self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
+        self.info.setToolTip("click a bar to append that token to the text")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
         self.plot = self.graphics.addPlot()
@@ -46,7 +47,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self.plot.setLabel("bottom", "probability")
+        self.plot.setLabel("bottom", "probability (click a bar to append that token)")
         self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush="#4477aa")
         self.plot.addItem(self.bars)
         self._build_layout()
@@ -110,7 +111,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         token = token_label(s.tokens[pos]) if pos < len(s.tokens) else "?"
         self.info.setText(
             f"after position {pos} {token!r}{last} · entropy {self.top.entropy:.3f} bits "
-            f"(max {math.log2(s.config.vocab_size):.3f}) · click a bar to append it"
+            f"(max {math.log2(s.config.vocab_size):.3f})"
         )
 
     def append(self, rank: int) -> None:
