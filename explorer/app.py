@@ -127,26 +127,42 @@ def main(argv: list[str] | None = None) -> int:
         _headless_dialogs(failures)
         settings = QSettings(str(Path(tempfile.mkdtemp()) / "screenshot.ini"), QSettings.Format.IniFormat)
     window = MainWindow(settings=settings)
-    if args.path is None or not window.open_checkpoint(args.path):
-        if args.path is not None and args.screenshot:
+    if args.screenshot:
+        if not _load(window, args):
             _dispose(app, window)
             return 1
-        window.open_default()
-    window.session.set_text(args.text)
-    if args.screenshot:
         factory = {name: f for name, _, f in PANELS}.get(args.panel)
         widget = factory(window.session) if factory else window
         _render(widget, args.size, args.screenshot, app)
         _dispose(app, *{widget, window})
         return 0
+    # Show the window first, then load: the first checkpoint load can take a second or more.
+    window.statusBar().showMessage("loading the model…")
     window.show()
     app.processEvents()
+    shown = time.perf_counter() - _T0
+    _load(window, args)
+    window.statusBar().clearMessage()
     if args.startup_time:
-        print(f"window shown after {time.perf_counter() - _T0:.2f} s (from importing explorer.app)")
+        app.processEvents()
+        print(f"window shown after {shown:.2f} s, model loaded and drawn after "
+              f"{time.perf_counter() - _T0:.2f} s (from importing explorer.app)")
         _dispose(app, window)
         return 0
     return app.exec()
 
+
+def _load(window, args) -> bool:
+    """Open PATH (or the default checkpoint) and put ``--text`` in the editor.
+
+    Returns False when PATH failed in a --screenshot run (the message is already printed).
+    """
+    if args.path is None or not window.open_checkpoint(args.path):
+        if args.path is not None and args.screenshot:
+            return False
+        window.open_default()
+    window.session.set_text(args.text)
+    return True
 
 if __name__ == "__main__":
     sys.exit(main())
