@@ -39,6 +39,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 plot.setMouseEnabled(False, False)
                 plot.setMenuEnabled(False)
                 plot.hideButtons()
+                plot.setAspectLocked(True)  # square cells, like the big maps' T x T
                 image = pg.ImageItem(axisOrder="row-major")
                 image.setColorMap(colormap(SEQUENTIAL))
                 plot.addItem(image)
