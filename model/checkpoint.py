@@ -200,8 +200,7 @@ def validate_state_dict(
     CheckpointError
         Naming the first missing, unexpected, misshapen, non-float or non-finite tensor.
     """
-    with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in GPT(config).state_dict().items()}
+    expected = GPT.state_dict_shapes(config)
     missing = sorted(set(expected) - set(tensors))
     if missing:
         raise _fail(path, f"missing tensor(s): {', '.join(missing[:5])}")
@@ -225,13 +224,11 @@ def validate_state_dict(
 def build_model(path: Path, config: GPTConfig, tensors: dict[str, torch.Tensor]) -> GPT:
     """A GPT in eval mode with validated ``tensors`` as its weights (see validate_state_dict)."""
     state = validate_state_dict(path, config, tensors)
-    with torch.device("meta"):
+    # Built on the CPU, not the meta device: initialising meta tensors imports torch._dynamo
+    # (1.8 s on first use). The throw-away initialisation must not move torch's global RNG.
+    with torch.random.fork_rng(devices=[]):
         model = GPT(config)
     model.load_state_dict(state, assign=True, strict=True)
-    # Non-persistent buffers (the causal mask) were built on the meta device: rebuild them.
-    for block in model.blocks:
-        n = config.context_length
-        block.attn.causal_mask = torch.ones(n, n, dtype=torch.bool).tril()
     return model.eval()
 
 

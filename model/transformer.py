@@ -37,15 +37,15 @@ class Attention(nn.Module):
     rows ``h*d_head:(h+1)*d_head`` of the first three (heads are contiguous groups, as in nanoGPT).
     """
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, device=None) -> None:
         super().__init__()
         self.n_heads = config.n_heads
         self.d_head = config.d_head
         d = config.d_model
-        self.W_Q = nn.Linear(d, d, bias=config.qkv_bias)
-        self.W_K = nn.Linear(d, d, bias=config.qkv_bias)
-        self.W_V = nn.Linear(d, d, bias=config.qkv_bias)
-        self.W_O = nn.Linear(d, d, bias=config.linear_bias)
+        self.W_Q = nn.Linear(d, d, bias=config.qkv_bias, device=device)
+        self.W_K = nn.Linear(d, d, bias=config.qkv_bias, device=device)
+        self.W_V = nn.Linear(d, d, bias=config.qkv_bias, device=device)
+        self.W_O = nn.Linear(d, d, bias=config.linear_bias, device=device)
         n = config.context_length
         # causal_mask[i, j] is True where query i may attend to key j (j <= i).
         self.register_buffer(
@@ -108,10 +108,10 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     """Position-wise feed-forward: GELU(h W_in + b_in) W_out + b_out, hidden width d_mlp."""
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, device=None) -> None:
         super().__init__()
-        self.fc_in = nn.Linear(config.d_model, config.d_mlp, bias=config.linear_bias)
-        self.fc_out = nn.Linear(config.d_mlp, config.d_model, bias=config.linear_bias)
+        self.fc_in = nn.Linear(config.d_model, config.d_mlp, bias=config.linear_bias, device=device)
+        self.fc_out = nn.Linear(config.d_mlp, config.d_model, bias=config.linear_bias, device=device)
         self.approximate = "none" if config.gelu == "exact" else "tanh"
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -122,13 +122,13 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """One pre-LayerNorm transformer block: x + Attn(LN1(x)), then + MLP(LN2(x))."""
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, device=None) -> None:
         super().__init__()
         d, eps, bias = config.d_model, config.ln_eps, config.ln_bias
-        self.ln1 = nn.LayerNorm(d, eps=eps, bias=bias)
-        self.attn = Attention(config)
-        self.ln2 = nn.LayerNorm(d, eps=eps, bias=bias)
-        self.mlp = MLP(config)
+        self.ln1 = nn.LayerNorm(d, eps=eps, bias=bias, device=device)
+        self.attn = Attention(config, device)
+        self.ln2 = nn.LayerNorm(d, eps=eps, bias=bias, device=device)
+        self.mlp = MLP(config, device)
 
     def forward(self, x: torch.Tensor, causal: bool, record: dict | None) -> torch.Tensor:
         """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict."""
@@ -152,6 +152,8 @@ class GPT(nn.Module):
     Parameters
     ----------
     config : GPTConfig
+    device : torch.device or str, optional
+        Where the parameters are created (default: the CPU).
 
     Notes
     -----
@@ -159,26 +161,60 @@ class GPT(nn.Module):
     1/sqrt(2 n_layers)); seed torch first for reproducible weights.
     """
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, device=None) -> None:
         super().__init__()
         self.config = config
-        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model, device=device)
         self.pos_emb = (
-            nn.Embedding(config.context_length, config.d_model)
+            nn.Embedding(config.context_length, config.d_model, device=device)
             if config.positional_encoding
             else None
         )
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
-        self.ln_f = nn.LayerNorm(config.d_model, eps=config.ln_eps, bias=config.ln_bias)
+        self.blocks = nn.ModuleList(Block(config, device) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(config.d_model, eps=config.ln_eps, bias=config.ln_bias, device=device)
         self.unembed = (
             None
             if config.tied_unembed
-            else nn.Linear(config.d_model, config.vocab_size, bias=False)
+            else nn.Linear(config.d_model, config.vocab_size, bias=False, device=device)
         )
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith(("W_O.weight", "fc_out.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def state_dict_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+        """The name and shape of every tensor in ``GPT(config).state_dict()``, without building it.
+
+        The checkpoint loader validates files against this (a test checks it against real models).
+        """
+        d, v, n = config.d_model, config.vocab_size, config.context_length
+        shapes: dict[str, tuple[int, ...]] = {"tok_emb.weight": (v, d)}
+        if config.positional_encoding:
+            shapes["pos_emb.weight"] = (n, d)
+
+        def linear(name: str, d_in: int, d_out: int, bias: bool) -> None:
+            shapes[f"{name}.weight"] = (d_out, d_in)
+            if bias:
+                shapes[f"{name}.bias"] = (d_out,)
+
+        def layer_norm(name: str) -> None:
+            shapes[f"{name}.weight"] = (d,)
+            if config.ln_bias:
+                shapes[f"{name}.bias"] = (d,)
+
+        for i in range(config.n_layers):
+            layer_norm(f"blocks.{i}.ln1")
+            for w in ("W_Q", "W_K", "W_V"):
+                linear(f"blocks.{i}.attn.{w}", d, d, config.qkv_bias)
+            linear(f"blocks.{i}.attn.W_O", d, d, config.linear_bias)
+            layer_norm(f"blocks.{i}.ln2")
+            linear(f"blocks.{i}.mlp.fc_in", d, config.d_mlp, config.linear_bias)
+            linear(f"blocks.{i}.mlp.fc_out", config.d_mlp, d, config.linear_bias)
+        layer_norm("ln_f")
+        if not config.tied_unembed:
+            linear("unembed", d, v, False)
+        return shapes
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:

@@ -45,6 +45,15 @@ def test_round_trip_is_bitwise(saved, tok):
     assert not ckpt.model.training
 
 
+def test_loading_leaves_torch_rng_alone(saved):
+    path, _ = saved
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    load_checkpoint(path)
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_tied_weights_are_stored_once(saved):
     path, _ = saved
     from safetensors import safe_open

@@ -234,3 +234,13 @@ def test_variants_build_and_trace(config):
     assert (tr.pos == 0).all()
     np.testing.assert_array_equal(tr.x, tr.tok)
     assert "unembed.weight" in model.state_dict()
+
+
+@pytest.mark.parametrize("overrides", [
+    {}, {"positional_encoding": False}, {"tied_unembed": False}, {"qkv_bias": True, "linear_bias": False},
+    {"ln_bias": False, "n_layers": 3},
+])
+def test_state_dict_shapes_match_a_built_model(overrides):
+    config = GPTConfig(**{**TINY.to_dict(), **overrides})
+    built = {k: tuple(v.shape) for k, v in GPT(config).state_dict().items()}
+    assert GPT.state_dict_shapes(config) == built
