@@ -56,7 +56,7 @@ class FormulaPanel(QWidget):
         self.k_map = Heatmap("k_j (keys)", DIVERGING)
         self.v_map = Heatmap("v_j (values)", DIVERGING)
         self.av_map = Heatmap("a_ij v_j (values scaled by their weights)", DIVERGING)
-        self.out_map = Heatmap("out_i = Σ_j a_ij v_j, and the model's own (colours as a_ij v_j)", DIVERGING, colorbar=False)
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j, and the model's own", DIVERGING, colorbar=False)
         for hm in (self.k_map, self.v_map, self.av_map):
             hm.sig_row_clicked.connect(self._on_key_clicked)
         self._build_layout()
