@@ -188,6 +188,19 @@ def test_shipped_models_at_the_issue_tolerances(shipped):
         assert kept.last_tv[1] > 1e-3
     for pe in (False, True):
         assert "does not explain" not in kept.sentence(pe)
+    # The switch is inference-only, the formula agrees, the simplified variant is softmax(x xᵀ) x.
+    on1, off, on2 = (model.trace(ids, positional_encoding=pe).logits for pe in (True, False, True))
+    assert np.array_equal(on1, on2)
+    tr = model.trace(ids)
+    for i in range(T):
+        s = formula.attention_steps(tr, 0, 0, i)
+        assert s.max_abs_diff < 1e-6 and abs(s.weights.sum() - 1) < 1e-12
+    x = torch.tensor(tr.x, dtype=torch.float64)
+    simple = variants.all_variants(model, tr, 0, 0, T - 1)[0]
+    np.testing.assert_allclose(simple.outputs[0], (torch.softmax(x @ x.T, -1) @ x).numpy(), atol=1e-10)
+    one = model.trace(ids[:1])
+    pos = model.pos_emb.weight[0] if model.pos_emb is not None else 0
+    assert np.array_equal(one.x[0], (model.tok_emb.weight[ids[0]] + pos).detach().numpy())
 
 
 # --- the formula -------------------------------------------------------------------------------
