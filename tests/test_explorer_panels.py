@@ -267,14 +267,23 @@ def test_model_panel_and_status_bar(qtbot, window, tiny_checkpoint):
     assert "2/8 tokens" in status and "model" in status and "drawing" in status and " ms" in status
 
 
-def test_hidden_panels_skip_work_and_catch_up_when_shown(qtbot, window):
+@pytest.mark.parametrize("name", ["qkv", "positional", "formula", "variants"])
+def test_hidden_panels_skip_work_and_catch_up_when_shown(qtbot, window, name):
     show_panel(window, "embeddings")
-    assert not window.panels["qkv"].is_shown()  # tabbed behind the embeddings
+    panel = window.panels[name]
+    assert not panel.is_shown()  # tabbed behind the embeddings
+    calls = []
+    original = panel.refresh
+    panel.refresh = lambda *a: (calls.append(1), original(*a))[1]
     s = type_text(qtbot, window, "the dog sat")
-    assert window.panels["qkv"]._stale
-    show_panel(window, "qkv")
-    assert window.panels["qkv"].is_shown() and not window.panels["qkv"]._stale
-    assert close(window.panels["qkv"].heatmaps["q"].image.image, s.trace.blocks[0].q[0])
+    assert panel._stale and calls == []  # no work per keystroke while hidden
+    show_panel(window, name)
+    assert panel.is_shown() and not panel._stale and len(calls) == 1
+    if name == "qkv":
+        assert close(panel.heatmaps["q"].image.image, s.trace.blocks[0].q[0])
+    if name == "formula":
+        assert panel.steps.position == s.trace.n_tokens - 1
+        assert close(panel.steps.out, s.trace.blocks[0].head_out[0, -1])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

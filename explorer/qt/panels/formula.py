@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 from explorer.core.formula import FormulaSteps, attention_steps
 from explorer.core.views import symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 SCALARS = ["j", "key token", "q_i·k_j", "s_ij = q_i·k_j / √d_head", "exp(s_ij − max)", "a_ij"]
@@ -27,14 +28,14 @@ def _vec(v: np.ndarray) -> str:
     return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
 
 
-class FormulaPanel(QWidget):
+class FormulaPanel(RefreshWhenShown, QWidget):
     """The course's steps for query token i: q_i, each k_j, q_i·k_j, ÷√d_head, softmax, a_ij v_j, out_i."""
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
         self.steps: FormulaSteps | None = None
-        self._dirty = True
+        self._stale = True
         self.position_box = QSpinBox()
         self.position_box.setToolTip("the query position i (also: click a chip or a row of the attention map)")
         self.position_box.valueChanged.connect(session.set_position)
@@ -97,18 +98,11 @@ class FormulaPanel(QWidget):
         self.table.selectRow(row)
 
     def _on_session_changed(self) -> None:
-        self._dirty = True
-        if self.isVisible():
-            self.refresh()
-
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
-        super().showEvent(event)
-        if self._dirty:
-            self.refresh()
+        self.schedule_refresh()
 
     def refresh(self) -> None:
         """Recompute the steps for the session's layer, head and selected position, and redraw."""
-        self._dirty = False
+        self._stale = False
         s = self.session
         i = s.selected_position()
         self.position_box.blockSignals(True)

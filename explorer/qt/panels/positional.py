@@ -23,6 +23,7 @@ from explorer.core.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
 from explorer.qt import dialogs
 from explorer.qt.heatmap import SEQUENTIAL, Heatmap
+from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
@@ -64,7 +65,7 @@ class OrderChips(QListWidget):
         return [int(self.item(r).data(Qt.ItemDataRole.UserRole)) for r in range(self.count())]
 
 
-class PositionalPanel(QWidget):
+class PositionalPanel(RefreshWhenShown, QWidget):
     """Original order versus a reordering: attention weights, next-token bars, the Δ table and
     the sentence the numbers support, with positional encoding on and off."""
 
@@ -74,7 +75,7 @@ class PositionalPanel(QWidget):
         self.mode: tuple = ("reverse",)
         self.perm = np.zeros(0, np.int64)
         self.comparison: positional.OrderComparison | None = None
-        self._dirty = True
+        self._stale = True
         self._build_controls()
         self._build_views()
         self._build_layout()
@@ -212,7 +213,7 @@ class PositionalPanel(QWidget):
 
     def _set_mode(self, mode: tuple) -> None:
         self.mode = mode
-        self._dirty = True
+        self._stale = True
         self.refresh()
 
     def set_order(self, perm) -> None:
@@ -255,21 +256,16 @@ class PositionalPanel(QWidget):
 
     # ---- drawing ---------------------------------------------------------------------------------------
     def _on_session_changed(self) -> None:
-        self._dirty = True
+        self._stale = True
         self._update_options()
         if self.last_ms > SLOW_MS:
             self.update_button.setText("Update (out of date)")
-        elif self.isVisible():
-            self.refresh()
-
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
-        super().showEvent(event)
-        if self._dirty:
-            self.refresh()
+        else:
+            self.schedule_refresh()
 
     def refresh(self) -> None:
         """Recompute the comparison for the session's tokens, layer, head and mask, and redraw."""
-        self._dirty = False
+        self._stale = False
         self._update_options()
         s = self.session
         n = s.trace.n_tokens if s.trace is not None and s.model is not None else 0

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBox
 from explorer.core import variants
 from explorer.core.views import axis_labels, masked_as_nan, symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap
+from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 
@@ -33,14 +34,14 @@ def _side_labels(n: int, keys: list[str]) -> list[str]:
     return labels
 
 
-class VariantsPanel(QWidget):
+class VariantsPanel(RefreshWhenShown, QWidget):
     """A selector for the four variants; each shows scores, weights, outputs and its difference line."""
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
         self.results: tuple[variants.Variant, ...] = ()
-        self._dirty = True
+        self._stale = True
         self.selector = QComboBox()
         for key in variants.KEYS:
             self.selector.addItem(variants.TITLES[key], key)
@@ -94,18 +95,11 @@ class VariantsPanel(QWidget):
         return self.results[self.selector.currentIndex()] if self.results else None
 
     def _on_session_changed(self) -> None:
-        self._dirty = True
-        if self.isVisible():
-            self.refresh()
-
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
-        super().showEvent(event)
-        if self._dirty:
-            self.refresh()
+        self.schedule_refresh()
 
     def refresh(self) -> None:
         """Recompute the four variants for the session's layer, head and position, and redraw."""
-        self._dirty = False
+        self._stale = False
         s = self.session
         i = s.selected_position()
         self.results = () if i is None or s.model is None else variants.all_variants(s.model, s.trace, s.layer, s.head, i)
