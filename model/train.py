@@ -320,9 +320,11 @@ def prepare(args: argparse.Namespace, command: str) -> Run:
         "val_tokens": int(val_stream.numel()),
         "val_unk_share": float((words == tokenizer.unk_id).float().mean()) if words.numel() else 0.0,
         "previous_steps": int(previous.get("steps", 0)),
+        "previous_curve": list(previous.get("val_curve", [])),
     }
     if args.resume:
         facts["resumed_from"] = args.resume
+        facts["resumed_training"] = {k: v for k, v in previous.items() if k != "val_curve"}
     return Run(args, command, model, tokenizer, train_stream, val_stream, snapshot_steps, facts)
 
 
@@ -346,7 +348,7 @@ def _training_facts(run: Run, step: int, losses: torch.Tensor, val: float | None
         "warmup": a.warmup, "weight_decay": a.weight_decay, "grad_clip": a.grad_clip,
         "torch_threads": torch.get_num_threads(),
         "val_curve": curve,
-        **{k: v for k, v in run.facts.items() if k != "previous_steps"},
+        **{k: v for k, v in run.facts.items() if not k.startswith("previous_")},
     }
 
 
@@ -373,7 +375,7 @@ def train(run: Run, t0: float) -> int:
     sampler = data.BlockSampler(run.train_stream, model.config.context_length, a.batch_size, gen)
     params = list(model.parameters())
     losses = torch.zeros(a.steps)
-    curve: list = []
+    curve: list = list(run.facts["previous_curve"])  # [step, val_loss], continued on --resume
     tokens_per_step = a.batch_size * model.config.context_length
     train_s, val, done = 0.0, None, 0
     bar = tqdm(total=a.steps, unit="step", dynamic_ncols=True, file=sys.stderr,

@@ -27,3 +27,9 @@ OMP_NUM_THREADS=1 nice -n 5 python -m model.train "${COMMON[@]}" --n-layers 4 --
     --steps 1200 --eval-every 400 \
     --out assets/tinystories-4L4H.safetensors 2> /tmp/train-4L4H.log &
 wait
+
+# The 4L4H had seen 2.6 epochs; 800 more steps from its weights at a lower learning rate
+# (a fresh AdamW state and a short cosine), overwriting the file atomically.
+OMP_NUM_THREADS=1 nice -n 5 python -m model.train "${COMMON[@]}" --resume assets/tinystories-4L4H.safetensors \
+    --steps 800 --lr 6e-4 --min-lr 1e-4 --warmup 20 --eval-every 400 \
+    --out assets/tinystories-4L4H.safetensors 2> /tmp/train-4L4H-resume.log
