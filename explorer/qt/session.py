@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
+from explorer.core.token_text import ids_encoding, is_byte_level, readable_tokens
 from model import Checkpoint, Encoding, Trace
 
 ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
@@ -108,7 +109,8 @@ class Session(QObject):
     text = property(lambda self: self._text, doc="The current text.")
     encoding = property(lambda self: self._encoding, doc="model.Encoding of the whole text, before cropping.")
     trace = property(lambda self: self._trace, doc="The current model.Trace (last context_length tokens), or None.")
-    tokens = property(lambda self: list(self._tokens), doc="Token strings of the trace rows (after cropping).")
+    tokens = property(lambda self: list(self._tokens),
+                      doc="Token strings of the trace rows (after cropping); byte-level BPE names as their text.")
     layer = property(lambda self: self._layer, doc="Selected layer, in [0, n_layers).")
     head = property(lambda self: self._head, doc="Selected head, in [0, n_heads).")
     position = property(lambda self: self._position, doc="Selected query row, or None for the last row.")
@@ -204,8 +206,11 @@ class Session(QObject):
             self.sig_selection_changed.emit()
 
     def _encode(self, text: str) -> Encoding:
+        """The tokenizer's encoding; without a vocabulary, the ids typed in the text (\"3, 17, 5\")."""
+        if self._checkpoint is None or not text:
+            return _EMPTY
         tok = self.tokenizer
-        return tok.encode(text) if tok is not None and text else _EMPTY
+        return tok.encode(text) if tok is not None else ids_encoding(text, self.config.vocab_size)[0]
 
     def _request(self) -> None:
         if self._checkpoint is None or self._closed:
@@ -241,7 +246,8 @@ class Session(QObject):
         self.last_model_ms = model_ms
         self.error = "" if exc is None else f"{type(exc).__name__}: {exc}"
         self._trace = trace
-        self._tokens = list(req.encoding.tokens[trace.dropped:]) if trace is not None else []
+        tokens = req.encoding.tokens[trace.dropped:] if trace is not None else ()
+        self._tokens = readable_tokens(tokens, is_byte_level(req.checkpoint.tokenizer))
         n = trace.n_tokens if trace is not None else 0
         clamped = self._position is not None and self._position >= n
         if clamped:

@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.nexttoken import TopK, append_token, top_k
+from explorer.core.token_text import append_id, is_byte_level, readable_token
 from explorer.core.views import token_label
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
@@ -87,7 +88,10 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
     def token_name(self, token_id: int) -> str:
         """The display name of a token id (``#id`` when the model has no tokenizer)."""
         tok = self.session.tokenizer
-        return tok.id_to_token(token_id) if tok is not None else f"#{token_id}"
+        if tok is None:
+            return f"#{token_id}"
+        name = tok.id_to_token(token_id)
+        return readable_token(name) if is_byte_level(tok) else name
 
     def refresh(self) -> None:
         """Recompute top-k for the selected position and redraw the bars (cleared when T == 0)."""
@@ -120,7 +124,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             return
         token_id = int(self.top.ids[rank])
         tok = self.session.tokenizer
-        if tok is None:
+        if tok is None:  # no vocabulary: the text is typed ids
+            self.session.set_text(append_id(self.session.text, token_id))
             return
         piece = tok.decode([token_id]) or tok.id_to_token(token_id)
         word_level = type(tok.hf.model).__name__ == "WordLevel"

@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
                                QVBoxLayout, QWidget)
 
+from explorer.core.token_text import ids_encoding, is_byte_level, readable_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt.flow_layout import FlowLayout
 from explorer.qt.session import Session
@@ -19,6 +20,8 @@ STYLES = {
     "unk": "background:#fde2cf; border:1px dashed #c0601c;",
     "dropped": "background:#f0f0f0; border:1px solid #d0d0d0; color:#9a9a9a;",
 }
+TYPE_TEXT = "Type here: every keystroke runs the model."
+TYPE_IDS = "No vocabulary: type token ids, e.g. 3, 17, 5"
 
 
 def _utf16_index(text: str, index: int) -> int:
@@ -78,7 +81,11 @@ class TokensPanel(QWidget):
         self.chip_data: list[Chip] = []
         self.chips: list[ChipLabel] = []
         self.editor = QPlainTextEdit()
-        self.editor.setPlaceholderText("Type here: every keystroke runs the model.")
+        self.editor.setPlaceholderText(TYPE_TEXT)
+        self.hint = QLabel()  # shown for a model without a vocabulary: type ids
+        self.hint.setWordWrap(True)
+        self.hint.setTextFormat(Qt.TextFormat.PlainText)
+        self.hint.setStyleSheet("QLabel { background:#fff4c2; border:1px solid #d8b64a; padding:2px 4px; }")
         self.note = QLabel()
         self.summary = QLabel()
         self.pe_box = QCheckBox("positional encoding")
@@ -111,6 +118,7 @@ class TokensPanel(QWidget):
         options.addWidget(self.causal_box)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.hint)
         layout.addWidget(self.editor, 2)
         layout.addWidget(self.scroll, 3)
         layout.addLayout(options)
@@ -144,7 +152,9 @@ class TokensPanel(QWidget):
         """Rebuild the chips from the session's encoding; dropped tokens greyed, with the crop note."""
         s = self.session
         ctx = s.config.context_length if s.config else 0
-        all_chips = token_chips(s.text, s.encoding, ctx, s.tokenizer.unk_id if s.tokenizer else None)
+        self._show_hint()
+        encoding = readable_encoding(s.encoding, is_byte_level(s.tokenizer))
+        all_chips = token_chips(s.text, encoding, ctx, s.tokenizer.unk_id if s.tokenizer else None)
         hidden = max(0, len(all_chips) - ctx - MAX_DROPPED_CHIPS)
         self.chip_data = all_chips[hidden:]
         self.summary.setText(f"… {hidden:,} earlier tokens" if hidden else "")
@@ -158,6 +168,22 @@ class TokensPanel(QWidget):
         for label in self.chips[len(self.chip_data):]:
             label.setVisible(False)
         self.strip_layout.invalidate()
+
+    def _show_hint(self) -> None:
+        """Without a vocabulary the text is token ids: say so, with the valid range and what was left out."""
+        s = self.session
+        by_id = s.checkpoint is not None and s.tokenizer is None
+        self.hint.setVisible(by_id)
+        self.editor.setPlaceholderText(TYPE_IDS if by_id else TYPE_TEXT)
+        if not by_id:
+            return
+        ignored = ids_encoding(s.text, s.config.vocab_size)[1]
+        text = (f"This model has no vocabulary: type token ids 0–{s.config.vocab_size - 1} separated by "
+                "commas or spaces (e.g. 3, 17, 5); tokens are named by id.")
+        if ignored:
+            shown = ", ".join(repr(p) for p in ignored[:5]) + (" …" if len(ignored) > 5 else "")
+            text += f" Left out (not a valid id): {shown}"
+        self.hint.setText(text)
 
     def _on_chip_hovered(self, i: int) -> None:
         if not 0 <= i < len(self.chip_data):
