@@ -1,6 +1,7 @@
 """The ``transformer-explorer`` command (also ``python -m explorer``).
 
-    transformer-explorer [PATH] [--text TEXT] [--screenshot OUT.png [--panel NAME] [--size WxH]]
+    transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE]
+                         [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
 Opens the main window on PATH, or on the default checkpoint in assets/. With ``--screenshot``
 it renders the window (or one panel) off-screen to a PNG of exactly that size and exits.
@@ -44,6 +45,9 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
     p = _Parser(prog="transformer-explorer", description="Look inside a small transformer while you type.")
     p.add_argument("path", nargs="?", help="a checkpoint file (default: assets/tinystories-1L1H.safetensors)")
     p.add_argument("--text", default="", help="text to put in the editor")
+    p.add_argument("--n-heads", type=int, help="heads per block, for a file that cannot tell (else asked)")
+    p.add_argument("--vocab", metavar="FILE", help="the vocabulary (meta.pkl, vocabulary JSON, tokenizer.json, "
+                   "GPT-2 folder), where it is not beside the file (else asked)")
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
@@ -78,8 +82,14 @@ def _headless_dialogs(failures: list[str]) -> None:
         failures.append(text)
         print(f"transformer-explorer: {title}: {text}", file=sys.stderr)
 
+    def unanswered(_parent, title, *_args, **_kwargs):  # a question: cancelled, and said so
+        failures.append(title)
+        print(f"transformer-explorer: {title}: cannot ask in a --screenshot run; "
+              "give --n-heads or --vocab", file=sys.stderr)
+
     dialogs.error = error
     dialogs.info = lambda _parent, title, text: print(f"{title}: {text}", file=sys.stderr)
+    dialogs.ask_int = dialogs.ask_choice = dialogs.open_file = dialogs.open_folder = unanswered
 
 
 def _has_display() -> bool:
@@ -157,7 +167,10 @@ def _load(window, args) -> bool:
 
     Returns False when PATH failed in a --screenshot run (the message is already printed).
     """
-    if args.path is None or not window.open_checkpoint(args.path):
+    from explorer.qt.opening import Answers
+
+    answers = Answers(n_heads=args.n_heads, vocab_path=args.vocab)
+    if args.path is None or not window.open_checkpoint(args.path, answers):
         if args.path is not None and args.screenshot:
             return False
         window.open_default()

@@ -38,3 +38,24 @@ def ask_int(parent: QWidget | None, title: str, label: str, value: int, lo: int,
     """Ask for an integer in [lo, hi]; None when cancelled."""
     number, ok = QInputDialog.getInt(parent, title, label, value, lo, hi)
     return int(number) if ok else None
+
+
+def open_folder(parent: QWidget | None, title: str, directory: str = "") -> str | None:
+    """Ask for an existing folder; None when cancelled."""
+    path = QFileDialog.getExistingDirectory(parent, title, directory)
+    return path or None
+
+
+def ask_choice(parent: QWidget | None, title: str, text: str, choices: list[str]) -> int | None:
+    """Ask the user to pick one of ``choices`` (one button each, plus Cancel).
+
+    Returns
+    -------
+    int or None
+        The index of the chosen entry; None when cancelled (Cancel, Escape or closing the box).
+    """
+    box = QMessageBox(QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.Cancel, parent)
+    buttons = [box.addButton(choice, QMessageBox.ButtonRole.AcceptRole) for choice in choices]
+    box.exec()
+    clicked = box.clickedButton()
+    return buttons.index(clicked) if clicked in buttons else None

@@ -12,10 +12,11 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWi
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
 from explorer.qt import dialogs
 from explorer.qt.exporting import ExportMenu
+from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
 from model import Checkpoint
-from model.checkpoint import CheckpointError, load_any
+from model.checkpoint import CheckpointError
 
 APP_NAME = "Transformer Explorer"
 MAX_RECENT = 8
@@ -129,6 +130,7 @@ class MainWindow(QMainWindow):
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
+        self._action(file_menu, "Save &As…", self._on_save_as_triggered, QKeySequence("Ctrl+Shift+S"))
         self.export_menu = ExportMenu(self, file_menu.addMenu("&Export"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
@@ -147,10 +149,18 @@ class MainWindow(QMainWindow):
         return action
 
     # ---- opening checkpoints -----------------------------------------------------------------------
-    def open_checkpoint(self, path: str | os.PathLike) -> bool:
-        """Load a checkpoint file with ``model.checkpoint.load_any`` and make it current.
+    def open_checkpoint(self, path: str | os.PathLike, answers: Answers | None = None) -> bool:
+        """Load a checkpoint file of any known format and make it current.
 
-        On failure an error dialog shows the loader's message and the current model stays.
+        Questions the file cannot answer (heads per block, the vocabulary) are asked and
+        remembered per file (see :mod:`explorer.qt.opening`). On failure an error dialog shows the
+        loader's message; on failure or cancel the current model stays.
+
+        Parameters
+        ----------
+        path : path-like
+        answers : Answers, optional
+            Answers given up front (``--n-heads``, ``--vocab``), never asked.
 
         Returns
         -------
@@ -158,10 +168,11 @@ class MainWindow(QMainWindow):
             True when the file was loaded.
         """
         path = Path(path)
-        try:
-            checkpoint = load_any(path)
-        except CheckpointError as exc:
-            dialogs.error(self, "Could not open checkpoint", str(exc))
+        opener = CheckpointOpener(self, self.settings)
+        checkpoint = opener.open(path, answers)
+        if checkpoint is None:
+            if opener.cancelled:
+                self.statusBar().showMessage(f"Opening {path.name} was cancelled; the current model stays.", 8000)
             return False
         self.model_note = ""
         self.set_checkpoint(checkpoint)
@@ -190,6 +201,22 @@ class MainWindow(QMainWindow):
             self.open_checkpoint(ckpt.path)
         elif ckpt is None or self.model_note:
             self.open_default()
+
+    def save_checkpoint_as(self, path: str | os.PathLike) -> bool:
+        """Write the current model as our .safetensors (weights, config, tokenizer) and open that file.
+
+        An unwritable place shows an error dialog and leaves nothing half-written.
+        """
+        ckpt = self.session.checkpoint
+        return ckpt is not None and save_model(self, ckpt, path) and self.open_checkpoint(path)
+
+    def _on_save_as_triggered(self) -> None:
+        ckpt = self.session.checkpoint
+        if ckpt is not None:
+            start = default_save_path(ckpt, Path(str(self.settings.value("last_dir", str(ASSETS)))))
+            path = dialogs.save_file(self, "Save Model As", str(start), SAVE_FILTER)
+            if path:
+                self.save_checkpoint_as(Path(path) if Path(path).suffix else Path(path + ".safetensors"))
 
     def _on_open_triggered(self) -> None:
         start = str(self.settings.value("last_dir", str(ASSETS)))
