@@ -140,3 +140,23 @@ def test_import_contracts_hold():
     result = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "explorer.core is Qt-free KEPT" in result.stdout
+
+
+def test_max_pooled_keeps_small_maps_and_takes_block_maxima():
+    from explorer.core.views import max_pooled
+
+    w = np.arange(16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_array_equal(max_pooled(w, 4), w)
+    np.testing.assert_array_equal(max_pooled(w, 2), [[5, 7], [13, 15]])
+    assert max_pooled(np.zeros((1024, 1024)), 48).shape == (48, 48)
+
+
+def test_head_mosaic_tiles_layers_down_and_heads_across(tiny_checkpoint):
+    from explorer.core.views import head_mosaic
+
+    tr = tiny_checkpoint.model.trace([3, 4, 5])
+    m = head_mosaic(tr, cell=48, gap=2)
+    assert m.shape == (2 * 5 - 2, 2 * 5 - 2)
+    np.testing.assert_array_equal(m[5:8, 0:3], tr.blocks[1].attn_weights[0])
+    np.testing.assert_array_equal(m[0:3, 5:8], tr.blocks[0].attn_weights[1])
+    assert np.isnan(m[3:5]).all() and np.isnan(m[:, 3:5]).all()

@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -109,9 +110,16 @@ def test_layer_head_selectors_and_all_heads_grid(qtbot, window):
     s.set_layer(0)
     assert att.layer_box.value() == 0
     att.all_heads.setChecked(True)
-    assert att.grid.isVisible() and len(att.grid.images) == 4
-    assert close(att.grid.images[1, 0].image, s.trace.blocks[1].attn_weights[0])
-    att.grid.on_pick(1, 0)
+    grid = att.grid
+    assert grid.isVisible() and grid.shape == (2, 2)
+    T, step = s.trace.n_tokens, grid.tile
+    mosaic = grid.image.image
+    assert close(mosaic[step:step + T, 0:T], s.trace.blocks[1].attn_weights[0])  # layer 1, head 0
+    assert close(mosaic[0:T, step:step + T], s.trace.blocks[0].attn_weights[1])  # layer 0, head 1
+    assert np.isnan(mosaic[T:step, :]).all()  # the gap between layers is blank
+    centre = grid.plot.getViewBox().mapViewToScene(pg.Point(step * 0.5, step * 1.5))
+    assert grid.tile_at(centre) == (1, 0)  # row 1 of tiles (down), column 0 (across)
+    grid.on_pick(*grid.tile_at(centre))
     assert (s.layer, s.head) == (1, 0)
 
 
