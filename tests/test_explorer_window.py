@@ -181,3 +181,16 @@ def test_auto_mode_moves_a_slow_model_off_the_gui_thread(qtbot, tiny_tokenizer):
     qtbot.waitUntil(lambda: not s.busy, timeout=10000)
     assert list(s.trace.token_ids) == list(big.tokenizer.encode(s.text).ids[-1024:])
     s.shutdown()
+
+
+def test_a_model_slow_at_warm_up_runs_off_the_gui_thread_from_the_first_key(qtbot, tiny_tokenizer, monkeypatch):
+    import explorer.qt.session as session_module
+
+    monkeypatch.setattr(session_module, "ASYNC_MS", 0.0)  # every trace counts as slow
+    s = Session(compute_mode="auto")
+    s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))  # its empty-text trace must not undo that
+    s.set_text("the cat")
+    assert s.busy  # the very first edit already goes to the worker thread
+    qtbot.waitUntil(lambda: not s.busy, timeout=10000)
+    assert s.trace.n_tokens == 2
+    s.shutdown()

@@ -71,7 +71,7 @@ class Session(QObject):
     sig_text_changed = Signal()
     """The text changed (the trace for it follows with sig_trace_changed)."""
     sig_timing_changed = Signal()
-    """last_model_ms / last_draw_ms / error were updated after a trace was shown."""
+    """last_tokenize_ms / last_model_ms / last_draw_ms / error were updated after a trace was shown."""
 
     def __init__(self, compute_mode: str = "auto", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -90,9 +90,11 @@ class Session(QObject):
         self._busy = False
         self._pending: _Request | None = None
         self._slow = False
+        self._timing_tokens = 1  # traces this long or longer decide between GUI and worker thread
         self._closed = False
         self._weights: dict[int, dict[str, np.ndarray]] = {}
         self.last_model_ms = 0.0
+        self.last_tokenize_ms = 0.0
         self.last_draw_ms = 0.0
         self.error = ""
         self._pool = QThreadPool(self)
@@ -142,9 +144,13 @@ class Session(QObject):
         self._weights = {}
         self._layer = self._head = 0
         self._position = None
-        self._slow = False
         self._encoding = self._encode(self._text)
         checkpoint.model.trace([0])  # warm-up: the first call pays torch's one-off costs
+        n = self._timing_tokens = min(checkpoint.config.context_length, 32)
+        t0 = time.perf_counter()
+        checkpoint.model.trace([0] * n)
+        # A model slow on a sentence goes to the worker thread from the first keystroke on.
+        self._slow = (time.perf_counter() - t0) * 1e3 > ASYNC_MS
         self.sig_model_changed.emit()
         self._request()
 
@@ -153,7 +159,9 @@ class Session(QObject):
         if text == self._text:
             return
         self._text = str(text)
+        t0 = time.perf_counter()
         self._encoding = self._encode(self._text)
+        self.last_tokenize_ms = (time.perf_counter() - t0) * 1e3
         self.sig_text_changed.emit()
         self._request()
 
@@ -241,8 +249,8 @@ class Session(QObject):
     def _finish(self, req: _Request, trace: Trace | None, exc: Exception | None, model_ms: float) -> None:
         if req.gen != self._gen or req.checkpoint is not self._checkpoint:
             return  # a newer request exists: never show an older text's trace
-        if self.compute_mode == "auto":
-            self._slow = model_ms > ASYNC_MS
+        if self.compute_mode == "auto" and trace is not None and trace.n_tokens >= self._timing_tokens:
+            self._slow = model_ms > ASYNC_MS  # judged on texts at least as long as the warm-up's
         self.last_model_ms = model_ms
         self.error = "" if exc is None else f"{type(exc).__name__}: {exc}"
         self._trace = trace
