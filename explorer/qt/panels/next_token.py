@@ -6,11 +6,13 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.nexttoken import TopK, append_token, top_k
 from explorer.core.token_text import append_id, is_byte_level, readable_token
 from explorer.core.views import token_label
+from explorer.qt.heatmap import widen_axis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -48,6 +50,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
+        self._k_shown = -1
         self.plot.setLabel("bottom", "probability (click a bar to append that token)")
         self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush="#4477aa")
         self.plot.addItem(self.bars)
@@ -109,8 +112,11 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.bars.setOpts(x0=np.zeros(k), y=ys, width=self.top.probs, height=BAR_HEIGHT)
         ticks = [(float(y), f"{token_label(self.token_name(int(i)), 14)}  {p:.3f}")
                  for y, i, p in zip(ys, self.top.ids, self.top.probs)]
+        widen_axis(self.plot.getAxis("left"), [label for _, label in ticks], QFontMetrics(self.font()))
         self.plot.getAxis("left").setTicks([ticks, []])
-        self.plot.setRange(xRange=(0, 1), yRange=(-0.5, max(k, 1) - 0.5), padding=0.02)
+        if k != self._k_shown:  # the view range changes only with k
+            self._k_shown = k
+            self.plot.setRange(xRange=(0, 1), yRange=(-0.5, max(k, 1) - 0.5), padding=0.02)
         last = " (last)" if pos == s.trace.n_tokens - 1 else ""
         token = token_label(s.tokens[pos]) if pos < len(s.tokens) else "?"
         self.info.setText(

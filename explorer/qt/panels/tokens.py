@@ -41,11 +41,15 @@ class ChipLabel(QLabel):
         super().__init__()
         self.index = index
         self.kind = "normal"
+        self._shown = None
         self.setTextFormat(Qt.TextFormat.RichText)
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
 
     def show_chip(self, chip: Chip, selected: bool) -> None:
         """Show a token: its label, id and position, styled by kind (normal, unknown, dropped)."""
+        if (chip, selected) == self._shown:
+            return  # unchanged: restyling a label costs a re-layout and a repaint
+        self._shown = (chip, selected)
         self.kind = "dropped" if chip.dropped else ("unk" if chip.is_unk else "normal")
         pos = "–" if chip.dropped else str(chip.position)
         self.setText(f"<b>{html.escape(token_label(chip.token))}</b><br>"
