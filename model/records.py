@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from typing import Iterator, Mapping
 
@@ -80,7 +81,9 @@ class Trace:
     blocks : tuple of LayerTrace  one per layer.
     ln_final : (T, d_model)       final LayerNorm output.
     logits : (T, vocab_size)      next-token scores at every position (nats before softmax).
-    probs : (T, vocab_size)       softmax(logits), rows sum to 1.
+    probs : (T, vocab_size)       softmax(logits), rows sum to 1 (computed on first use: the app
+                                  draws from logits, and softmax over the vocabulary would be
+                                  a tenth of a trace's time).
 
     Every array is also reachable by a dotted name: ``trace["blocks.0.attn.attn_weights"]``;
     :meth:`names` lists them.
@@ -96,7 +99,13 @@ class Trace:
     blocks: tuple[LayerTrace, ...]
     ln_final: np.ndarray
     logits: np.ndarray
-    probs: np.ndarray
+
+    @functools.cached_property
+    def probs(self) -> np.ndarray:
+        """(T, vocab_size) softmax of the logits over the vocabulary, float32, read-only."""
+        import torch
+
+        return _frozen(torch.softmax(torch.from_numpy(self.logits.copy()), dim=-1).unsqueeze(0))
 
     @classmethod
     def from_records(cls, token_ids, dropped, positional_encoding, causal, rec, logits) -> "Trace":
@@ -120,7 +129,6 @@ class Trace:
             blocks=layers,
             ln_final=_frozen(rec["ln_final"]),
             logits=_frozen(logits),
-            probs=_frozen(torch.softmax(logits.float(), dim=-1)),
         )
 
     @property
