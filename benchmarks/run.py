@@ -22,9 +22,10 @@ def _run_sections(args) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(1)  # as the app does: the GUI process leaves a core for painting
-    app, window = new_window()
+    gui = want & {"memory", "keystroke", "trace", "big"}
+    app, window = new_window() if gui else (None, None)
     if "memory" in want:  # first, so that the baseline is the start-up state
-        results.update(memory.measure(app, window, edits=1000))
+        results.update(memory.measure(app, window, edits=300 if quick else 1000))
     if "keystroke" in want:
         for n in (1, 16, 32):
             results.update(keystroke.measure(app, window, n, edits=200))
@@ -32,10 +33,12 @@ def _run_sections(args) -> dict[str, float]:
         results.update(trace_overhead.measure(window.session.model, reps=300 if quick else 900))
     if "big" in want:
         results.update(big_model.measure(app, window, quick))
-    window.close()
+    if window is not None:
+        window.session.shutdown()
+        window.close()
     if "training" in want:
         torch.set_num_threads(args.train_threads)
-        results.update(training.measure(steps=20 if quick else 100))
+        results.update(training.measure(steps=20 if quick else 100, rounds=1 if quick else 3))
     if "startup" in want:
         results.update(startup.measure(runs=3 if quick else 5))
     return results

@@ -1,0 +1,37 @@
+"""`python -m benchmarks --quick` runs and writes one flat JSON object of finite figures.
+
+No timing is asserted here: speed is the benchmark's business, not the tests'.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = [
+    "keystroke_ms_median_t32", "keystroke_ms_p95_t32", "trace_overhead_ratio", "big_model_max_stall_ms",
+    "train_throughput_ratio", "memory_growth_mb_1000_edits", "startup_s_median",
+    "keystroke_ms_median_t1", "keystroke_ms_median_t16", "keystroke_model_ms_median_t32",
+    "keystroke_paint_ms_median_t32", "big_model_ms_t1024", "big_model_open_s",
+]
+
+
+def test_quick_benchmark_writes_well_formed_json(tmp_path):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    res = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert isinstance(figures, dict)
+    for key in REQUIRED:
+        assert key in figures, key
+    for key, value in figures.items():
+        assert isinstance(value, (int, float)) and math.isfinite(value), (key, value)
+    assert figures["big_model_final_matches_text"] == 1.0  # what is shown matches the typed text
+    assert figures["keystroke_ms_p95_t32"] >= figures["keystroke_ms_median_t32"] > 0
+    assert 0 < figures["trace_overhead_ratio"] and 0 < figures["train_throughput_ratio"]
+    assert "trace_overhead_ratio" in res.stdout  # the table names every figure too
