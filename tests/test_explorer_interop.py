@@ -299,3 +299,9 @@ def test_token_text_functions():
     assert enc.ids == (3, 17, 5) and enc.tokens == ("#3", "#17", "#5")
     assert enc.spans == ((0, 1), (3, 5), (6, 7)) and ignored == ["x", "64", "-1", "٣"]
     assert append_id("", 4) == "4" and append_id("3, 17 ", 4) == "3, 17, 4" and append_id("3,", 4) == "3, 4"
+
+
+def test_ids_encoding_survives_a_pasted_run_of_digits():
+    """5,000 digits once raised ValueError (int() refuses over 4,300) and left the session's encoding stale."""
+    enc, ignored = ids_encoding("5" * 5000 + " 0007 00 64", 64)
+    assert enc.ids == (7, 0) and ignored == ["5" * 5000, "64"]

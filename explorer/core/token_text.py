@@ -95,7 +95,9 @@ def ids_encoding(text: str, vocab_size: int) -> tuple[Encoding, list[str]]:
     ids, tokens, spans, ignored = [], [], [], []
     for m in _PIECE.finditer(text):
         piece = m.group()
-        if piece.isascii() and piece.isdigit() and int(piece) < vocab_size:
+        # Length first: int() refuses more than 4,300 digits, and no id is that long.
+        digits = piece.lstrip("0") or "0"
+        if piece.isascii() and piece.isdigit() and len(digits) <= len(str(vocab_size)) and int(digits) < vocab_size:
             ids.append(int(piece))
             tokens.append(f"#{int(piece)}")
             spans.append((m.start(), m.end()))
