@@ -280,6 +280,8 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         training = json.loads(metadata.get("training", "{}"))
     except ValueError:
         training = {}
+    if not isinstance(training, dict):  # a JSON list, string or null: not facts we can show
+        training = {}
     model = build_model(path, config, tensors)
     return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=training,
                       vocab_padding=padding if tokenizer is not None else 0)

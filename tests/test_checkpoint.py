@@ -152,6 +152,15 @@ def test_every_bad_file_raises_one_clear_error(tmp_path, saved):
         assert str(info.value).startswith(bad.name + ":"), kind
 
 
+def test_training_facts_that_are_not_an_object_load_as_none(tmp_path, saved):
+    """A JSON list, string or null as training facts once reached the model panel, which needs a dict."""
+    path, _ = saved
+    for i, facts in enumerate(("[1, 2]", '"a string"', "null")):
+        bad = _rewrite(path, tmp_path / f"facts{i}.safetensors", metadata=lambda m, f=facts: {**m, "training": f})
+        assert load_checkpoint(bad).training == {}
+    assert load_checkpoint(path).training == {"steps": 3, "val_loss": 2.5}
+
+
 def test_unwritable_target_leaves_nothing(tmp_path, saved, tok):
     _, model = saved
     with pytest.raises(OSError):
