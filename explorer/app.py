@@ -143,8 +143,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         factory = {name: f for name, _, f in PANELS}.get(args.panel)
         widget = factory(window.session) if factory else window
-        _render(widget, args.size, args.screenshot, app)
-        _dispose(app, *{widget, window})
+        try:
+            _render(widget, args.size, args.screenshot, app)
+        except OSError as exc:  # an unwritable place: one line, not a traceback
+            print(f"transformer-explorer: error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            _dispose(app, *{widget, window})
         return 0
     # Show the window first, then load: the first checkpoint load can take a second or more.
     window.statusBar().showMessage("loading the model…")

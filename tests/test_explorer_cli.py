@@ -72,6 +72,15 @@ def test_screenshot_of_a_bad_checkpoint_fails_with_the_message(tmp_path):
     assert r.returncode == 1 and "bad.safetensors" in r.stderr and not (tmp_path / "x.png").exists()
 
 
+def test_screenshot_to_an_unwritable_place_is_one_line_and_exit_1(tmp_path):
+    """It was a Python traceback (OSError raised out of main)."""
+    out = tmp_path / "no" / "such" / "folder" / "x.png"
+    r = run_app("--screenshot", str(out), "--size", "200x150")
+    lines = [line for line in r.stderr.splitlines() if line.strip() and "propagateSizeHints" not in line]
+    assert r.returncode == 1 and "Traceback" not in r.stderr and not out.exists()
+    assert lines == [f"transformer-explorer: error: could not write {out}"]
+
+
 def test_no_display_is_a_clear_error_not_an_abort():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     r = subprocess.run([sys.executable, "-m", "explorer"], cwd=ROOT, env=env, capture_output=True, text=True,
