@@ -29,6 +29,7 @@ from model.config import GPTConfig
 from model.tokenizer import Tokenizer, train_word_tokenizer
 from model.transformer import GPT
 
+EXIT_DIVERGED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 SHAPE_OPTIONS = ("d_model", "n_heads", "n_layers", "context_length", "d_mlp")
@@ -129,6 +130,9 @@ def check_args(a: argparse.Namespace) -> None:
     a.min_lr = a.lr / 10 if a.min_lr is None else a.min_lr
     a.warmup = min(100, a.steps // 10) if a.warmup is None else a.warmup
     a.eval_every = a.eval_every or max(1, a.steps // 10)
+    for name in ("lr", "min_lr", "weight_decay", "grad_clip"):  # nan and inf pass every comparison below
+        if not math.isfinite(getattr(a, name)):
+            raise TrainError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(a, name)}")
     if not (a.lr > 0 and 0 <= a.min_lr <= a.lr):
         raise TrainError(f"need --lr > 0 and 0 <= --min-lr <= --lr, got {a.lr} and {a.min_lr}")
     if not 0 <= a.warmup <= a.steps:
@@ -399,6 +403,9 @@ def train(run: Run, t0: float) -> int:
             x, y = sampler.next_batch()
             logits = model(x)  # (batch_size, context_length, vocab_size)
             loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            if not torch.isfinite(loss):
+                bar.close()
+                return _diverged(a, step, loss.item())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if a.grad_clip:
@@ -421,12 +428,22 @@ def train(run: Run, t0: float) -> int:
         bar.close()
         return _save_interrupted(run, done, losses, train_s, t0, curve)
     bar.close()
+    if not (math.isfinite(val) and all(torch.isfinite(p).all() for p in params)):  # the last step overflowed
+        return _diverged(a, a.steps, val)
     facts = _training_facts(run, a.steps, losses, val, train_s, t0, curve)
     save_checkpoint(a.out, model, run.tokenizer, training=facts)
     print(f"saved {a.out}: {facts['steps']} steps, train loss {facts['train_loss']:.4f}, "
           f"val loss {val:.4f} nats/token, {facts['tokens_per_s']:,.0f} tokens/s, "
           f"{facts['wall_s']:.0f} s")
     return 0
+
+
+def _diverged(a: argparse.Namespace, step: int, loss: float) -> int:
+    # A model with NaN or infinite weights would not open (load_checkpoint refuses it): write nothing,
+    # so that an earlier good --out is not replaced by it.
+    print(f"error: training diverged at step {step} (loss {loss:.4g}); nothing written to {a.out}. "
+          "Try a lower --lr.", file=sys.stderr)
+    return EXIT_DIVERGED
 
 
 def _save_interrupted(run: Run, done: int, losses, train_s: float, t0: float, curve) -> int:
@@ -444,7 +461,7 @@ def _save_interrupted(run: Run, done: int, losses, train_s: float, t0: float, cu
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point. Returns the exit status (0, 2 on bad input, 130 on Ctrl+C)."""
+    """Command-line entry point. Returns the exit status (0, 1 when training diverged, 2 on bad input, 130 on Ctrl+C)."""
     t0 = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = shlex.join(["python", "-m", "model.train", *argv])

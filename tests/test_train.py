@@ -160,6 +160,9 @@ def _bad_cases(tmp_path: Path, train: Path, val: Path) -> dict[str, tuple[list[s
                              "--vocab-size", "10"], "--vocab-size only applies"),
         "bad resume": (["--corpus", str(train), *base, "--resume", str(train)], "train.txt"),
         "unknown option": (["--corpus", str(train), *base, "--epochs", "3"], "unrecognized"),
+        "nan weight decay": (["--corpus", str(train), *base, "--weight-decay", "nan"],
+                             "--weight-decay must be a finite number"),
+        "inf lr": (["--corpus", str(train), *base, "--lr", "inf"], "--lr must be a finite number"),
     }
 
 
@@ -171,6 +174,20 @@ def test_bad_input_one_line_exit_2_nothing_written(texts, tmp_path, capsys):
         assert err.startswith("error: ") and err.count("\n") == 1 and expected in err, (name, err)
     written = set(tmp_path.rglob("*")) - before
     assert {p.name for p in written} <= {"empty.txt", "short.txt"}
+
+
+def test_diverging_run_writes_nothing_and_keeps_the_old_checkpoint(texts, tmp_path, capsys):
+    """A run whose loss went NaN once saved weights that load_checkpoint refuses, over a good --out."""
+    out = tmp_path / "m.safetensors"
+    assert _train(texts, out, "--steps", "2") == 0
+    before = out.read_bytes()
+    capsys.readouterr()
+    for steps in ("6", "1"):  # diverges during the run; in the only step (caught before saving)
+        code = _train(texts, out, "--steps", steps, "--lr", "1e20", "--warmup", "0", "--grad-clip", "0")
+        err = capsys.readouterr().err
+        assert code == 1 and "training diverged at step" in err and "nothing written" in err, (steps, err)
+        assert out.read_bytes() == before
+    load_checkpoint(out)
 
 
 def test_bad_input_from_the_shell(texts, tmp_path):
