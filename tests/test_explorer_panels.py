@@ -237,6 +237,22 @@ def test_unknown_words_and_emoji(qtbot, window):
     assert s.trace.n_tokens == 4
 
 
+def test_big_paste_makes_chips_only_for_the_shown_tokens(qtbot, window, monkeypatch):
+    """Chips were built for every token of the text (a pasted megabyte: a second per keystroke)."""
+    from explorer.qt.panels import tokens as tokens_module
+
+    sizes = []
+    real = tokens_module.token_chips
+    monkeypatch.setattr(tokens_module, "token_chips", lambda t, enc, *a: sizes.append(len(enc)) or real(t, enc, *a))
+    s = type_text(qtbot, window, "the cat sat on the mat . " * 100)  # 700 tokens, context 8
+    n, panel = len(s.encoding), window.panels["tokens"]
+    assert n == 700 and sizes and max(sizes) == 8 + tokens_module.MAX_DROPPED_CHIPS
+    chips = panel.chip_data
+    assert [c.index for c in chips] == list(range(n - 40, n)) and [c.position for c in chips[32:]] == list(range(8))
+    assert all(c.dropped for c in chips[:32]) and [c.original for c in chips] == list(s.encoding.tokens[-40:])
+    assert panel.summary.text() == "… 660 earlier tokens" and panel.note.text() == "showing the last 8 of 700 tokens"
+
+
 @pytest.mark.filterwarnings("error")
 def test_repeated_token_and_big_paste_without_warnings(qtbot, window):
     with warnings.catch_warnings():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 
 from PySide6.QtCore import Qt, Signal
@@ -13,6 +14,7 @@ from explorer.core.token_text import ids_encoding, is_byte_level, readable_encod
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt.flow_layout import FlowLayout
 from explorer.qt.session import Session
+from model import Encoding
 
 MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised
 STYLES = {
@@ -157,13 +159,17 @@ class TokensPanel(QWidget):
         s = self.session
         ctx = s.config.context_length if s.config else 0
         self._show_hint()
-        encoding = readable_encoding(s.encoding, is_byte_level(s.tokenizer))
-        all_chips = token_chips(s.text, encoding, ctx, s.tokenizer.unk_id if s.tokenizer else None)
-        hidden = max(0, len(all_chips) - ctx - MAX_DROPPED_CHIPS)
-        self.chip_data = all_chips[hidden:]
+        n = len(s.encoding)
+        hidden = max(0, n - ctx - MAX_DROPPED_CHIPS)
+        # Chips only for the tokens shown: a pasted megabyte is 10^5 tokens (a second per keystroke).
+        e = s.encoding
+        tail = Encoding(e.ids[hidden:], e.tokens[hidden:], e.spans[hidden:])
+        tail = readable_encoding(tail, is_byte_level(s.tokenizer))
+        chips = token_chips(s.text, tail, ctx, s.tokenizer.unk_id if s.tokenizer else None)
+        self.chip_data = [dataclasses.replace(c, index=c.index + hidden) for c in chips] if hidden else chips
         self.summary.setText(f"… {hidden:,} earlier tokens" if hidden else "")
         self.summary.setVisible(bool(hidden))
-        self.note.setText(crop_note(len(all_chips), ctx) or f"{len(all_chips)} of {ctx} tokens")
+        self.note.setText(crop_note(n, ctx) or f"{n} of {ctx} tokens")
         selected = s.selected_position() if s.position is not None else None
         for i, chip in enumerate(self.chip_data):
             label = self._chip(i)
