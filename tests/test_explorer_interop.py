@@ -161,6 +161,10 @@ def test_nanogpt_without_a_vocabulary_takes_typed_ids(window, tmp_path, question
     assert s.tokens[:2] == ["#18", "#47"] and panel.chips[0].text().startswith("<b>#18</b>")
     panel.editor.setPlainText("3, x 70; 5")
     assert s.trace.token_ids.tolist() == [3, 5] and "'x', '70'" in panel.hint.text()
+    panel.editor.setPlainText("7" * 5000 + " 3")  # one unbroken item in the hint made the panel 38,000 px wide
+    assert s.trace.token_ids.tolist() == [3] and "'77777777777777777777777…'" in panel.hint.text()
+    assert panel.hint.minimumSizeHint().width() < 1000
+    panel.editor.setPlainText("3, x 70; 5")
     next_token = window.panels["next-token"]
     next_token.refresh()
     top = int(next_token.top.ids[0])

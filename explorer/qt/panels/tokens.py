@@ -191,7 +191,8 @@ class TokensPanel(QWidget):
         text = (f"This model has no vocabulary: type token ids 0–{s.config.vocab_size - 1} separated by "
                 "commas or spaces (e.g. 3, 17, 5); tokens are named by id.")
         if ignored:
-            shown = ", ".join(repr(p) for p in ignored[:5]) + (" …" if len(ignored) > 5 else "")
+            # Each item cut short: one unbroken 5,000-digit item made the label (and panel) 38,000 px wide.
+            shown = ", ".join(repr(token_label(p, 24)) for p in ignored[:5]) + (" …" if len(ignored) > 5 else "")
             text += f" Left out (not a valid id): {shown}"
         self.hint.setText(text)
 
