@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
     args = p.parse_args(argv)
     try:
+        if args.top_k < 0:  # it listed "top 0 next tokens" without a word
+            raise ValueError(f"--top-k must be 0 or more, got {args.top_k}")
         ckpt = load_any(args.checkpoint, n_heads=args.n_heads, vocab_path=args.vocab,
                         allow_no_tokenizer=args.ids is not None)
         tokenizer = ckpt.tokenizer

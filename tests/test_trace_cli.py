@@ -68,6 +68,7 @@ def test_empty_text_is_fine(ckpt_path, capsys):
     (["{bad}"], "the file is empty"),
     (["{ckpt}", "--ids", "1,x"], "--ids takes comma-separated integers"),
     (["{ckpt}", "--ids", "999"], "outside the vocabulary"),
+    (["{ckpt}", "the", "--top-k", "-3"], "--top-k must be 0 or more, got -3"),
 ])
 def test_errors_are_one_line_with_exit_code_2(ckpt_path, tmp_path, args, message):
     bad = tmp_path / "bad.safetensors"
