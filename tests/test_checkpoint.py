@@ -152,6 +152,18 @@ def test_every_bad_file_raises_one_clear_error(tmp_path, saved):
         assert str(info.value).startswith(bad.name + ":"), kind
 
 
+def test_file_cut_inside_its_header_says_so(tmp_path, saved):
+    """It was "not a checkpoint format this app opens" (the header length exceeded the file)."""
+    from model.checkpoint import load_any
+
+    data = saved[0].read_bytes()
+    for size in (9, 100, 1000):
+        cut = tmp_path / f"cut{size}.safetensors"
+        cut.write_bytes(data[:size])
+        with pytest.raises(CheckpointError, match=f"cut{size}.safetensors: a safetensors file cut short"):
+            load_any(cut)
+
+
 def test_training_facts_that_are_not_an_object_load_as_none(tmp_path, saved):
     """A JSON list, string or null as training facts once reached the model panel, which needs a dict."""
     path, _ = saved

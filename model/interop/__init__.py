@@ -28,6 +28,8 @@ FORMATS_TRIED = (
     "LLMs-from-scratch model.pth / model_and_optimizer.pth",
 )
 
+SAFETENSORS_MAX_HEADER = 100_000_000  # bytes; the safetensors library refuses larger headers
+
 __all__ = ["FORMATS_TRIED", "open_foreign", "sniff"]
 
 
@@ -43,7 +45,7 @@ def sniff(path: Path) -> str:
     Raises
     ------
     CheckpointError
-        When the file is missing, not a file, or empty.
+        When the file is missing, not a file, empty, or a safetensors file cut inside its header.
     """
     path = Path(path)
     if not path.is_file():
@@ -56,8 +58,13 @@ def sniff(path: Path) -> str:
         raise CheckpointError(f"{path.name}: cannot read ({exc.strerror or exc})") from None
     if not head:
         raise CheckpointError(f"{path.name}: the file is empty (0 bytes)")
-    if len(head) == 9 and head[8:9] == b"{" and 0 < struct.unpack("<Q", head[:8])[0] < size:
-        return "safetensors"
+    if len(head) == 9 and head[8:9] == b"{":
+        header = struct.unpack("<Q", head[:8])[0]
+        if 0 < header < size:
+            return "safetensors"
+        if 0 < header < SAFETENSORS_MAX_HEADER:  # a safetensors file cut inside its header
+            raise CheckpointError(f"{path.name}: a safetensors file cut short: its header alone is {header:,} "
+                                  f"bytes but the file has {size:,} (an incomplete download or copy?)")
     if head.startswith(b"PK\x03\x04"):
         return "torch-zip"
     if head[0] == 0x80 and len(head) > 1 and 2 <= head[1] <= 5:
