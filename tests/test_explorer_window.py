@@ -122,6 +122,21 @@ def test_layout_and_settings_are_remembered(qtbot, tmp_path, tiny_checkpoint, di
     assert second.docks["qkv"].isVisible()
 
 
+def test_damaged_settings_file_does_not_stop_the_app(qtbot, tmp_path, tiny_checkpoint, dialogs):
+    """Unreadable values (hand-edited or damaged file) raised ValueError/TypeError in MainWindow(): no start."""
+    from PySide6.QtCore import QSettings
+
+    damaged = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    for key, value in (("next_token/k", "abc"), ("next_token/temperature", "nan"),
+                       ("window/geometry", "junk"), ("window/state", "garbage")):
+        damaged.setValue(key, value)
+    damaged.sync()
+    window = make_window(qtbot, tmp_path, tiny_checkpoint)
+    panel = window.panels["next-token"]
+    assert panel.k_box.value() == 10 and panel.temperature_box.value() == 1.0
+    assert window.docks["attention"].isVisible() and window.session.trace is not None
+
+
 def test_async_session_coalesces_and_never_shows_old_text(qtbot, tiny_checkpoint):
     s = Session(compute_mode="async")
     s.set_checkpoint(tiny_checkpoint)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
 
@@ -314,11 +314,11 @@ class MainWindow(QMainWindow):
     def _restore_settings(self) -> None:
         geometry = self.settings.value("window/geometry")
         state = self.settings.value("window/state")
-        if geometry is not None:
+        if isinstance(geometry, QByteArray):  # anything else (a damaged file) is ignored
             self.restoreGeometry(geometry)
         else:
             self.resize(1400, 900)
-        if state is not None and self.restoreState(state):
+        if isinstance(state, QByteArray) and self.restoreState(state):
             self._sizes_pending = False  # the user's own proportions
         for panel in self.panels.values():
             if hasattr(panel, "restore_settings"):

@@ -151,7 +151,15 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         settings.setValue("next_token/temperature", self.temperature_box.value())
 
     def restore_settings(self, settings) -> None:
-        """Restore k and the temperature (clamped by the spin boxes)."""
-        self.k_wanted = int(settings.value("next_token/k", self.k_wanted))
+        """Restore k and the temperature (clamped by the spin boxes; unreadable values are ignored,
+        so that a damaged settings file cannot stop the app from starting)."""
+        try:
+            self.k_wanted = int(settings.value("next_token/k", self.k_wanted))
+        except (TypeError, ValueError):
+            pass
         self.k_box.setValue(self.k_wanted)
-        self.temperature_box.setValue(float(settings.value("next_token/temperature", 1.0)))
+        try:
+            temperature = float(settings.value("next_token/temperature", 1.0))
+        except (TypeError, ValueError):
+            temperature = 1.0
+        self.temperature_box.setValue(temperature if math.isfinite(temperature) else 1.0)
