@@ -69,6 +69,14 @@ class Keys:
     def take_opt(self, key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor | None:
         return self.take(key, shape) if key in self.left else None
 
+    def take_linears(self, out: dict, src: str, dst: str, pairs, bias: bool) -> None:
+        """Move Linear layers into ``out``: ``pairs`` of (their name, our name, weight shape);
+        with ``bias`` their biases too (shape = the weight's first axis)."""
+        for theirs, ours, shape in pairs:
+            out[f"{dst}{ours}.weight"] = self.take(f"{src}{theirs}.weight", shape)
+            if bias:
+                out[f"{dst}{ours}.bias"] = self.take(f"{src}{theirs}.bias", (shape[0],))
+
     def layers(self, prefix: str) -> int:
         """How many blocks ``prefix.N.`` there are (N must run 0..n-1)."""
         found = {int(m.group(1)) for k in self.left if (m := re.match(re.escape(prefix) + r"\.(\d+)\.", k))}

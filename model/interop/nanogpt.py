@@ -100,10 +100,7 @@ def _map_block(keys: Keys, i: int, d: int, d_mlp: int, bias: bool, out: dict) ->
             out[f"{dst}attn.{name}.bias"] = b[j * d:(j + 1) * d]
     linears = [("attn.c_proj", "attn.W_O", (d, d)), ("mlp.c_fc", "mlp.fc_in", (d_mlp, d)),
                ("mlp.c_proj", "mlp.fc_out", (d, d_mlp))]
-    for a, b_, shape in linears:
-        out[f"{dst}{b_}.weight"] = keys.take(f"{src}{a}.weight", shape)
-        if bias:
-            out[f"{dst}{b_}.bias"] = keys.take(f"{src}{a}.bias", (shape[0],))
+    keys.take_linears(out, src, dst, linears, bias)
 
 
 def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int | None) -> Converted:

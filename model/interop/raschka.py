@@ -79,10 +79,7 @@ def _map_block(keys: Keys, i: int, d: int, d_mlp: int, qkv_bias: bool, bias: boo
             out[f"{dst}attn.{ours}.bias"] = keys.take(f"{src}att.{theirs}.bias", (d,))
     linears = [("att.out_proj", "attn.W_O", (d, d)), ("ff.layers.0", "mlp.fc_in", (d_mlp, d)),
                ("ff.layers.2", "mlp.fc_out", (d, d_mlp))]
-    for theirs, ours, shape in linears:
-        out[f"{dst}{ours}.weight"] = keys.take(f"{src}{theirs}.weight", shape)
-        if bias:
-            out[f"{dst}{ours}.bias"] = keys.take(f"{src}{theirs}.bias", (shape[0],))
+    keys.take_linears(out, src, dst, linears, bias)
     for theirs, ours in (("norm1", "ln1"), ("norm2", "ln2")):
         out[f"{dst}{ours}.weight"] = keys.take(f"{src}{theirs}.scale", (d,))
         out[f"{dst}{ours}.bias"] = keys.take(f"{src}{theirs}.shift", (d,))
