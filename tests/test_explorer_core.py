@@ -160,3 +160,16 @@ def test_head_mosaic_tiles_layers_down_and_heads_across(tiny_checkpoint):
     np.testing.assert_array_equal(m[5:8, 0:3], tr.blocks[1].attn_weights[0])
     np.testing.assert_array_equal(m[0:3, 5:8], tr.blocks[0].attn_weights[1])
     assert np.isnan(m[3:5]).all() and np.isnan(m[:, 3:5]).all()
+
+
+def test_thinned_ticks_always_label_the_first_and_last_rows():
+    from explorer.qt.heatmap import thinned_ticks
+
+    def shown(n, step):
+        return [int(pos) for pos, _ in thinned_ticks([str(i) for i in range(n)], step)[0]]
+
+    assert shown(5, 1) == [0, 1, 2, 3, 4]
+    assert shown(10, 3) == [0, 3, 6, 9]
+    assert shown(11, 3) == [0, 3, 6, 10]  # 9 would crowd the newest token
+    assert shown(2, 3) == [0, 1] and shown(1, 4) == [0] and shown(0, 2) == []
+    assert thinned_ticks(None, 2) is None

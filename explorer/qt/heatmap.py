@@ -17,6 +17,7 @@ from PySide6.QtGui import QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
+MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
 SEQUENTIAL = "viridis"  # for values in a natural range such as attention weights 0..1
 
 
@@ -26,14 +27,20 @@ def colormap(name: str) -> pg.ColorMap:
 
 
 def thinned_ticks(labels: Sequence[str] | None, step: int):
-    """Tick specs for pyqtgraph's ``AxisItem.setTicks``: every ``step``-th label, the last one always.
+    """Tick specs for pyqtgraph's ``AxisItem.setTicks``: every ``step``-th label from the first,
+    and the last when it does not crowd the one before.
 
     Cell i spans [i, i + 1], so its label sits at i + 0.5. None (numbered axis) stays None.
     """
     if labels is None:
         return None
-    n = len(labels)
-    return [[(i + 0.5, str(labels[i])) for i in range(n) if (n - 1 - i) % max(1, step) == 0], []]
+    n, step = len(labels), max(1, step)
+    shown = list(range(0, n, step))
+    if shown and shown[-1] != n - 1:
+        if n - 1 - shown[-1] < step and len(shown) > 1:
+            shown.pop()  # too close to the last: the last (the newest token) wins; row 0 stays
+        shown.append(n - 1)
+    return [[(i + 0.5, str(labels[i])) for i in shown], []]
 
 
 def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics) -> None:
@@ -115,6 +122,8 @@ class Heatmap(QWidget):
         p.setMenuEnabled(False)
         p.hideButtons()
         p.getViewBox().setDefaultPadding(0)
+        # NaN cells (masked scores) are transparent: a grey ground tells them from a white 0.
+        p.getViewBox().setBackgroundColor(MASKED_COLOUR)
         if col_axis == "top":
             p.showAxis("top")
             p.hideAxis("bottom")
@@ -122,6 +131,9 @@ class Heatmap(QWidget):
         self.col_axis = p.getAxis(col_axis)
         for name in ("left", col_axis):
             p.getAxis(name).setStyle(tickLength=0)
+        # Let the first and last column labels reach past the plot's corners (pyqtgraph hides a
+        # label that sticks out, which dropped the labels of key 0 and of the newest key).
+        p.getAxis(col_axis).setStyle(hideOverlappingLabels=40)
 
     def set_data(self, data: np.ndarray, levels: tuple[float, float], row_labels: Sequence[str] | None = (),
                  col_labels: Sequence[str] | None = None) -> None:

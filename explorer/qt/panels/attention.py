@@ -182,7 +182,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             return
         views = attention_views(trace, s.layer, s.head)
         labels = axis_labels(s.tokens)
-        keys = [token_label(t, 8) for t in s.tokens]
+        keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)]
         self.scores.set_data(views["scores"], symmetric_levels(views["scores"]), labels, keys)
         self.weights.set_data(views["weights"], WEIGHT_LEVELS, labels, keys)
         selected = s.selected_position() if s.position is not None else None

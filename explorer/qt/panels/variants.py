@@ -118,7 +118,7 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         s = self.session
         tokens = s.tokens
         rows = axis_labels(tokens)
-        keys = [token_label(t, 8) for t in tokens]
+        keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(tokens)]
         n = v.weights.shape[0]
         head = f"all {n} heads" if v.key == "multihead" else f"head {s.head}"
         self.header.setText(f"layer {s.layer} · {head} · token {v.position} {token_label(tokens[v.position])!r}")
