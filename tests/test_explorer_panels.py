@@ -90,7 +90,7 @@ def test_typing_updates_every_panel_with_the_trace(qtbot, window, tiny_checkpoin
     scores = expected.blocks[0].attn_scores[0].copy()
     scores[~np.isfinite(scores)] = np.nan
     assert close(att.scores.image.image, scores) and np.isnan(att.scores.image.image[0, 1])
-    assert att.weights.row_labels == labels and att.weights.col_labels == s.tokens
+    assert att.weights.row_labels == labels and att.weights.col_labels == labels  # keys: "j token" too
     nt = window.panels["next-token"]
     want = top_k(expected.logits[-1], nt.k_box.value(), 1.0)
     assert close(nt.bars.opts["width"], want.probs) and list(nt.top.ids) == list(want.ids)
