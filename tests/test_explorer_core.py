@@ -173,3 +173,15 @@ def test_thinned_ticks_always_label_the_first_and_last_rows():
     assert shown(11, 3) == [0, 3, 6, 10]  # 9 would crowd the newest token
     assert shown(2, 3) == [0, 1] and shown(1, 4) == [0] and shown(0, 2) == []
     assert thinned_ticks(None, 2) is None
+
+
+def test_top_k_at_temperature_zero_keeps_the_model_ranking():
+    from explorer.core.nexttoken import top_k
+
+    logits = np.array([0.5, 3.0, -1.0, 2.0, 2.5, 0.0])
+    greedy = top_k(logits, 4, 0.0)
+    assert greedy.ids.tolist() == [1, 4, 3, 0]  # by logit, not by id among the zero probabilities
+    assert greedy.probs.tolist() == [1.0, 0.0, 0.0, 0.0] and greedy.entropy == 0.0
+    assert top_k(logits, 4, 1.0).ids.tolist() == [1, 4, 3, 0]
+    assert top_k(np.array([1.0, 1.0, 1.0]), 2, 1.0).ids.tolist() == [0, 1]  # ties by id
+    assert top_k(logits, 99, 1.0).ids.tolist() == [1, 4, 3, 0, 5, 2]  # clamped to the vocabulary

@@ -84,7 +84,11 @@ def top_k(logits: np.ndarray, k: int, temperature: float = 1.0) -> TopK:
     """
     probs = apply_temperature(logits, temperature)
     k = max(1, min(int(k), probs.shape[0])) if probs.size else 0
-    order = np.argsort(-probs, kind="stable")[:k]
+    # Ranked by logits, which temperature never reorders: at temperature 0 every probability but
+    # one ties at 0, and ranking those by probability would list them in id order.
+    scores = -np.asarray(logits, dtype=np.float64)
+    candidates = np.argpartition(scores, k - 1)[:k] if 0 < k < scores.shape[0] else np.arange(scores.shape[0])
+    order = candidates[np.lexsort((candidates, scores[candidates]))][:k]  # by logit, then by id
     return TopK(ids=order.astype(np.int64), probs=probs[order], entropy=entropy_bits(probs))
 
 

@@ -30,6 +30,7 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         session.sig_trace_changed.connect(self.schedule_refresh)
         session.sig_selection_changed.connect(self._on_session_selection_changed)
         self._on_session_model_changed()
+        self.schedule_refresh()  # a panel made after the trace (a screenshot of it alone) draws it
 
     def _on_session_model_changed(self) -> None:
         model = self.session.model
