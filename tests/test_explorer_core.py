@@ -185,3 +185,12 @@ def test_top_k_at_temperature_zero_keeps_the_model_ranking():
     assert top_k(logits, 4, 1.0).ids.tolist() == [1, 4, 3, 0]
     assert top_k(np.array([1.0, 1.0, 1.0]), 2, 1.0).ids.tolist() == [0, 1]  # ties by id
     assert top_k(logits, 99, 1.0).ids.tolist() == [1, 4, 3, 0, 5, 2]  # clamped to the vocabulary
+
+
+def test_insert_after_spaces_words_like_append():
+    from explorer.core.nexttoken import insert_after
+
+    assert insert_after("the cat sat", 7, "big", True) == "the cat big sat"
+    assert insert_after("the cat sat", 7, ",", True) == "the cat, sat"
+    assert insert_after("the cat", 7, "sat", True) == "the cat sat"  # at the end: append
+    assert insert_after("Hello world", 5, " big", False) == "Hello big world"  # BPE carries spaces

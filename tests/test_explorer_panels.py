@@ -194,6 +194,16 @@ def test_next_token_controls_and_click_appends(qtbot, window):
     assert s.text == expected and window.panels["tokens"].editor.toPlainText() == expected
 
 
+def test_clicking_a_bar_for_an_earlier_position_inserts_there(qtbot, window):
+    s = type_text(qtbot, window, "the cat sat")
+    s.set_position(1)  # the bars now predict what follows "cat"
+    nt = window.panels["next-token"]
+    first = nt.token_name(int(nt.top.ids[0]))
+    nt.append(0)
+    joined = "the cat" + ("" if not first[0].isalnum() else " ") + first
+    assert s.text == joined + " sat" and s.position == 2 and s.tokens[2] == first
+
+
 def test_empty_and_whitespace_clear_every_panel(qtbot, window):
     type_text(qtbot, window, "the cat")
     for text in ("", "   \n\t "):

@@ -108,3 +108,17 @@ def append_token(text: str, piece: str, word_level: bool) -> str:
     if word_level and piece[:1].isalnum() and text and not text[-1].isspace():
         return text + " " + piece
     return text + piece
+
+
+def insert_after(text: str, end: int, piece: str, word_level: bool) -> str:
+    """``text`` with a token's text inserted at character ``end`` (where the token it follows
+    ends), spaced as :func:`append_token` spaces it.
+
+    At ``end = len(text)`` this is :func:`append_token`. Inside the text, a word-level piece
+    gets a space after it when the following text starts with a word character.
+    """
+    head = append_token(text[:end], piece, word_level)
+    tail = text[end:]
+    if word_level and tail[:1].isalnum():
+        head += " "
+    return head + tail

@@ -9,12 +9,14 @@ import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
-from explorer.core.nexttoken import TopK, append_token, top_k
+from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id, is_byte_level, readable_token
 from explorer.core.views import token_label
 from explorer.qt.heatmap import widen_axis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
+
+MAX_K = 200
 
 BAR_HEIGHT = 0.8
 
@@ -79,7 +81,9 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
         self.k_box.blockSignals(True)
-        self.k_box.setMaximum(cfg.vocab_size if cfg else 1)  # clamps k to the vocabulary
+        # k is clamped to the vocabulary, and to MAX_K: more bars are unreadable, and ranking
+        # all 50,257 of GPT-2's tokens on every keystroke would cost more than the model.
+        self.k_box.setMaximum(min(cfg.vocab_size, MAX_K) if cfg else 1)
         self.k_box.setValue(self.k_wanted)
         self.k_box.blockSignals(False)
         self.schedule_refresh()
@@ -125,17 +129,26 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         )
 
     def append(self, rank: int) -> None:
-        """Append the token with this rank (0 = most likely) to the session's text."""
+        """Put the token with this rank (0 = most likely) where the bars predict it: at the end
+        of the text, or, when an earlier position is selected, right after that token (which
+        then selects the inserted token)."""
         if self.top is None or not 0 <= rank < len(self.top.ids):
             return
+        s = self.session
         token_id = int(self.top.ids[rank])
-        tok = self.session.tokenizer
+        tok = s.tokenizer
+        pos = s.selected_position()
         if tok is None:  # no vocabulary: the text is typed ids
-            self.session.set_text(append_id(self.session.text, token_id))
+            s.set_text(append_id(s.text, token_id))
             return
         piece = tok.decode([token_id]) or tok.id_to_token(token_id)
         word_level = type(tok.hf.model).__name__ == "WordLevel"
-        self.session.set_text(append_token(self.session.text, piece, word_level))
+        if pos is None or pos == s.trace.n_tokens - 1:
+            s.set_text(append_token(s.text, piece, word_level))
+            return
+        _, end = s.encoding.spans[s.trace.dropped + pos]
+        s.set_text(insert_after(s.text, end, piece, word_level))
+        s.set_position(pos + 1)
 
     def _on_scene_clicked(self, event) -> None:
         if self.top is None or not self.plot.sceneBoundingRect().contains(event.scenePos()):
