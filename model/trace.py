@@ -39,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", help="the vocabulary, where it is not beside the checkpoint (a meta.pkl, "
                    "a word-vocabulary JSON, a tokenizer.json, or a folder with GPT-2's files)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # the text may come after the options too
     try:
+        if args.ids is not None and args.text:
+            raise ValueError("give the text or --ids, not both")
         if args.top_k < 0:  # it listed "top 0 next tokens" without a word
             raise ValueError(f"--top-k must be 0 or more, got {args.top_k}")
         ckpt = load_any(args.checkpoint, n_heads=args.n_heads, vocab_path=args.vocab,

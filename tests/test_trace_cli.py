@@ -57,6 +57,12 @@ def test_text_output_lists_tokens_attention_and_top5(ckpt_path):
     assert "top 5 next tokens" in res.stdout
 
 
+def test_text_may_follow_the_options(ckpt_path, capsys):
+    assert main([str(ckpt_path), "--top-k", "2", "--json", "the cat sat"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == ["the", "cat", "sat"] and len(out["top_k"]) == 2
+
+
 def test_empty_text_is_fine(ckpt_path, capsys):
     assert main([str(ckpt_path), "", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -68,6 +74,7 @@ def test_empty_text_is_fine(ckpt_path, capsys):
     (["{bad}"], "the file is empty"),
     (["{ckpt}", "--ids", "1,x"], "--ids takes comma-separated integers"),
     (["{ckpt}", "--ids", "999"], "outside the vocabulary"),
+    (["{ckpt}", "the cat", "--ids", "1,2"], "give the text or --ids, not both"),
     (["{ckpt}", "the", "--top-k", "-3"], "--top-k must be 0 or more, got -3"),
 ])
 def test_errors_are_one_line_with_exit_code_2(ckpt_path, tmp_path, args, message):
