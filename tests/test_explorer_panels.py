@@ -330,3 +330,11 @@ def test_any_text_updates_without_errors(window, text):
     assert n == min(len(s.encoding), s.config.context_length) and len(s.tokens) == n
     assert window.panels["attention"].weights.data.shape == ((n, n) if n else (0, 0))
     assert (window.panels["next-token"].top is None) == (n == 0)
+
+
+def test_carriage_returns_are_stored_as_the_editor_stores_them(qtbot, window):
+    s = window.session
+    s.set_text("the cat\r\nsat\ron")
+    assert s.text == "the cat\nsat\non" == window.panels["tokens"].editor.toPlainText()
+    chip_texts = [s.text[a:b] for a, b in s.encoding.spans]
+    assert chip_texts == ["the", "cat", "sat", "on"]

@@ -155,10 +155,15 @@ class Session(QObject):
         self._request()
 
     def set_text(self, text: str) -> None:
-        """Set the text; the trace follows (at once, or from the worker thread)."""
+        """Set the text; the trace follows (at once, or from the worker thread).
+
+        Line breaks are normalised to ``\n``, as the text editor stores them, so that the
+        session and the editor always hold the same text (and the same character offsets).
+        """
+        text = str(text).replace("\r\n", "\n").replace("\r", "\n")
         if text == self._text:
             return
-        self._text = str(text)
+        self._text = text
         t0 = time.perf_counter()
         self._encoding = self._encode(self._text)
         self.last_tokenize_ms = (time.perf_counter() - t0) * 1e3
