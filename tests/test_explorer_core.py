@@ -194,3 +194,50 @@ def test_insert_after_spaces_words_like_append():
     assert insert_after("the cat sat", 7, ",", True) == "the cat, sat"
     assert insert_after("the cat", 7, "sat", True) == "the cat sat"  # at the end: append
     assert insert_after("Hello world", 5, " big", False) == "Hello big world"  # BPE carries spaces
+
+
+def test_model_facts_numbers_for_people():
+    from explorer.core.model_facts import fmt_curve, fmt_number, fmt_seconds, fmt_value
+
+    assert fmt_number(5196.533897749445) == "5,197" and fmt_number(4.257756424316197) == "4.258"
+    assert fmt_number(962009) == "962,009" and fmt_number(0.0006) == "0.0006" and fmt_number(1.0) == "1"
+    assert fmt_seconds(1119.1815885639999) == "18.7 min" and fmt_seconds(42.0) == "42 s"
+    assert fmt_seconds(3 * 3600) == "3.0 h"
+    assert fmt_value("val_loss", 3.045073038665455) == "3.045 nats/token (perplexity 21.0)"
+    assert fmt_value("tokens_per_s", 5196.533897749445) == "5,197 tokens/s"
+    assert fmt_value("val_unk_share", 0.011106938123703003) == "1.11 %"
+    assert fmt_value("corpus", [{"path": "a/train.txt", "sha256": "30c6f2fac206d82e76b8"}]) == \
+        "a/train.txt (sha256 30c6f2fac206…)"
+    curve = [[s, 8.0 - s / 1000] for s in range(0, 2001, 100)]  # 21 points, thinned to 8 (ends kept)
+    text = fmt_curve(curve)
+    assert text.startswith("0: 8.000 · ") and text.endswith("2,000: 6.000  (nats/token)") and text.count("·") == 7
+
+
+def test_model_facts_resumed_run_has_totals_and_phases():
+    from explorer.core.model_facts import describe_training
+
+    first = {"steps": 1200, "steps_this_run": 1200, "epochs": 2.554653854589718, "val_loss": 3.1288857717341374,
+             "train_s": 900.24, "lr": 0.002, "train_tokens": 962009}
+    second = {"steps": 2000, "steps_this_run": 800, "epochs": 1.7031025697264786, "val_loss": 3.045073038665455,
+              "train_s": 376.28, "lr": 0.0006, "train_tokens": 962009, "resumed_training": first,
+              "val_curve": [[400, 3.5421], [2000, 3.04507]]}
+    sections = describe_training(second)
+    titles = [t for t, _ in sections]
+    assert titles == ["Training (2 phases)", "Phase 2 (latest), steps 1,201–2,000", "Phase 1, steps 1–1,200"]
+    summary, latest, earlier = (dict(rows) for _, rows in sections)
+    assert summary["steps"] == "2,000 in 2 phases"
+    assert summary["epochs"] == "4.258 in 2 phases (2.555 + 1.703) of the training corpus"
+    assert summary["val loss curve"] == "400: 3.542 · 2,000: 3.045  (nats/token)"
+    assert "resumed_training" not in summary and "lr" not in summary
+    assert latest["steps (this phase)"] == "800" and latest["epochs (this phase)"] == "1.703"
+    assert latest["training time"] == "6.3 min" and latest["lr"] == "0.0006"
+    assert earlier["training time"] == "15.0 min" and earlier["val loss at its end"].startswith("3.129 nats/token")
+    # a single run: one section, no duplicated step count
+    single = describe_training(first)
+    assert [t for t, _ in single] == ["Training"]
+    assert dict(single[0][1])["epochs"] == "2.555 of the training corpus"
+    assert [k for k, _ in single[0][1]].count("steps") == 1
+    assert describe_training({}) == []
+    # phases over different corpora: epochs are not summed, each phase keeps its own
+    other = dict(second, resumed_training=dict(first, train_tokens=5))
+    assert "epochs" not in dict(describe_training(other)[0][1])

@@ -40,7 +40,7 @@ def test_open_good_checkpoint(window, good_file, dialogs):
     assert s.checkpoint.path == good_file and s.config.n_layers == 1 and not dialogs.errors
     assert s.trace.n_tokens == 2 and "tiny-2L2H" in window.windowTitle()
     assert window.recent_files() == [str(good_file.resolve())]
-    assert "val_loss" in window.panels["model"].browser.toPlainText()
+    assert "3.5 nats/token" in window.panels["model"].browser.toPlainText()
     assert window.panels["attention"].layer_box.maximum() == 0
 
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import html
-import json
 
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
+from explorer.core.model_facts import describe_training, fmt_value
 from explorer.qt.session import Session
 
 
 def _row(key: str, value) -> str:
-    if isinstance(value, (dict, list)):
-        value = json.dumps(value, ensure_ascii=False)
-    return f"<tr><td><b>{html.escape(str(key))}</b></td><td>{html.escape(str(value))}</td></tr>"
+    text = value if isinstance(value, str) else fmt_value(key, value)
+    return (f"<tr><td style='padding-right:8px'><b>{html.escape(str(key))}</b></td>"
+            f"<td>{html.escape(text)}</td></tr>")
 
 
 def describe_checkpoint(session: Session) -> str:
@@ -30,11 +30,12 @@ def describe_checkpoint(session: Session) -> str:
         _row("tokenizer", f"{ckpt.tokenizer.vocab_size:,} tokens" if ckpt.tokenizer else "none (tokens shown by id)"),
     ]
     config = [_row(k, v) for k, v in cfg.to_dict().items()] + [_row("d_head", cfg.d_head)]
-    training = [_row(k, v) for k, v in sorted(ckpt.training.items())] or ["<tr><td>(none recorded)</td></tr>"]
+    sections = describe_training(ckpt.training) or [("Training", [("(none recorded)", "")])]
+    training = "".join(f"<h3>{html.escape(title)}</h3><table>" + "".join(_row(k, v) for k, v in rows) + "</table>"
+                       for title, rows in sections)
     return (
         "<h3>Checkpoint</h3><table>" + "".join(rows) + "</table>"
-        "<h3>Config</h3><table>" + "".join(config) + "</table>"
-        "<h3>Training</h3><table>" + "".join(training) + "</table>"
+        "<h3>Config</h3><table>" + "".join(config) + "</table>" + training
     )
 
 
