@@ -108,6 +108,20 @@ def _dispose(app, *widgets) -> None:
     app.processEvents()
 
 
+HARMLESS_QT_WARNINGS = ("This plugin does not support propagateSizeHints()",)  # offscreen plugin
+
+
+def _quiet_harmless_qt_warnings() -> None:
+    """Print Qt's messages as usual, except the offscreen platform's harmless size-hint notice."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_mode, _context, message: str) -> None:
+        if message not in HARMLESS_QT_WARNINGS:
+            print(message, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the app; returns the exit code (0 ok, 1 the checkpoint failed in a screenshot, 2 bad usage)."""
     from explorer.qt.panels import PANELS, panel_names
@@ -128,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from explorer.qt.main_window import ICON, MainWindow
 
+    _quiet_harmless_qt_warnings()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Transformer Explorer")
     app.setWindowIcon(QIcon(str(ICON)))
