@@ -8,7 +8,7 @@ trace's weights), and the last line compares the result with the model's own hea
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QSpinBox, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
@@ -18,10 +18,17 @@ from explorer.qt.heatmap import DIVERGING, Heatmap
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
-SCALARS = ["j", "key token", "q_i·k_j", "s_ij = q_i·k_j / √d_head", "exp(s_ij − max)", "a_ij"]
+SCALARS = ["j", "key", "q_i·k_j", "s_ij", "exp(s_ij−max)", "a_ij"]
+SCALAR_TIPS = ["key position j", "key token at position j", "dot product of the query and the key",
+               "scaled score s_ij = q_i·k_j / √d_head (nats, before softmax)",
+               "exp(s_ij − max_j s_ij): the softmax numerator, shifted so the largest is 1",
+               "attention weight a_ij = exp(s_ij − max) / Σ_j exp(s_ij − max), in [0, 1]"]
 VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
 SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
+ROW_PX = 12  # least height of one key's row in the k_j, v_j and a_ij v_j strips
+STRIP_CHROME_PX = 84  # a strip's title, dimension axis and readout line
+MIN_STRIP_ROWS = 4
 
 
 def _vec(v: np.ndarray) -> str:
@@ -53,20 +60,29 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.table.verticalHeader().setDefaultSectionSize(20)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
-        self.q_map = Heatmap("q_i (query; colours as k_j)", DIVERGING, colorbar=False)
+        self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
+        self.table.setHorizontalHeaderLabels(SCALARS)
+        self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False)
         self.k_map = Heatmap("k_j (keys)", DIVERGING)
         self.v_map = Heatmap("v_j (values)", DIVERGING)
-        self.av_map = Heatmap("a_ij v_j (values scaled by their weights)", DIVERGING)
-        self.out_map = Heatmap("out_i = Σ_j a_ij v_j, and the model's own", DIVERGING, colorbar=False)
+        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING)
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False)
         for hm in (self.k_map, self.v_map, self.av_map):
             hm.sig_row_clicked.connect(self._on_key_clicked)
+        self.q_map.setToolTip("the query vector q_i, on the same colour scale as the keys k_j below")
+        self.av_map.setToolTip("each value v_j scaled by its attention weight a_ij; their column sums are out_i")
+        self.out_map.setToolTip("out_i computed here from q, k and v, and the model's own head output")
         self._build_layout()
+        self._set_strip_rows(0)
         session.sig_model_changed.connect(self._on_session_changed)
         session.sig_trace_changed.connect(self._on_session_changed)
         session.sig_selection_changed.connect(self._on_session_changed)
         self.refresh()
 
     def _build_layout(self) -> None:
+        """Query and formula on top; the table (left) beside the strips (right). The strips keep a
+        least height per key row, so a short dock scrolls (the dock is a scroll area) instead of
+        squashing them to a few pixels."""
         top = QHBoxLayout()
         top.addWidget(QLabel("query i"))
         top.addWidget(self.position_box)
@@ -74,25 +90,51 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         left = QWidget()
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(self.formula)
-        lv.addWidget(self.table, 1)
+        lv.addWidget(self.table)
         lv.addWidget(self.totals)
         lv.addWidget(self.agreement)
+        lv.addStretch(1)
         right = QWidget()
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
-        for hm, stretch in ((self.q_map, 0), (self.k_map, 2), (self.v_map, 2), (self.av_map, 2), (self.out_map, 0)):
-            rv.addWidget(hm, stretch)
+        for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
+            rv.addWidget(hm, 0 if hm in (self.q_map, self.out_map) else 1)
         self.q_map.setFixedHeight(95)
         self.out_map.setFixedHeight(115)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
+        split.setChildrenCollapsible(False)
         split.addWidget(left)
         split.addWidget(right)
-        split.setSizes([600, 500])
+        split.setStretchFactor(0, 0)  # the table keeps its contents' width, the strips take the rest
+        split.setStretchFactor(1, 1)
+        self._split_moved_by_user = False
+        split.splitterMoved.connect(self._on_split_moved)
+        split.installEventFilter(self)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
+        layout.addWidget(self.formula)
         layout.addWidget(split, 1)
+
+    def _fit_table_width(self) -> None:
+        """Give the table's side of the splitter the width of every column (at most 60 % of the width),
+        unless the user has moved the splitter; the strips take the rest."""
+        t, hh = self.table, self.table.horizontalHeader()
+        needed = sum(max(t.sizeHintForColumn(c), hh.sectionSizeHint(c)) for c in range(t.columnCount()))
+        needed += 2 * t.frameWidth() + t.verticalScrollBar().sizeHint().width() + 28
+        left, right = self.split.sizes()
+        total = left + right
+        want = min(needed, int(0.6 * total))
+        if total > 0 and (left < want or (left > want + 8 and not self._split_moved_by_user)):
+            self.split.setSizes([want, total - want])
+
+    def _on_split_moved(self, *_) -> None:
+        self._split_moved_by_user = True
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt naming)
+        if watched is self.split and event.type() == QEvent.Type.Resize:
+            QTimer.singleShot(0, self._fit_table_width)  # after the splitter has laid out its sizes
+        return super().eventFilter(watched, event)
 
     def _on_key_clicked(self, row: int) -> None:
         self.table.selectRow(row)
@@ -116,6 +158,11 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.steps = attention_steps(s.trace, s.layer, s.head, i)
         self._draw(self.steps, s.tokens)
 
+    def _set_strip_rows(self, rows: int) -> None:
+        """Keep ROW_PX per key row (at least 4 rows' worth) in the k_j, v_j and a_ij v_j strips."""
+        for hm in (self.k_map, self.v_map, self.av_map):
+            hm.setMinimumHeight(STRIP_CHROME_PX + ROW_PX * max(rows, MIN_STRIP_ROWS))
+
     def _clear(self) -> None:
         self.header.setText("no tokens yet: type some text")
         for w in (self.formula, self.totals, self.agreement):
@@ -130,10 +177,11 @@ class FormulaPanel(RefreshWhenShown, QWidget):
                 else f"all {len(st.keys)} keys (mask off)")
         self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {mask}")
         self.formula.setText(
-            f"s_ij = q_i·k_j / √d_head  with √d_head = √{st.d_head} = {st.sqrt_d_head:.4f};   "
-            f"a_ij = exp(s_ij − max_j s_ij) / Σ_j exp(s_ij − max_j s_ij);   out_i = Σ_j a_ij v_j   "
-            "(Vaswani et al. 2017, eq. 1)")
+            f"s_ij = q_i·k_j / √d_head,  √d_head = √{st.d_head} = {st.sqrt_d_head:.4f}<br>"
+            "a_ij = exp(s_ij − max_j s_ij) / Σ_j exp(s_ij − max_j s_ij)<br>"
+            "out_i = Σ_j a_ij v_j   (scaled dot-product attention, Vaswani et al. 2017, eq. 1)")
         self._fill_table(st, tokens)
+        self._fit_table_width()
         self.totals.setText(
             f"max_j s_ij = {st.max_score:.6f} · Σ_j exp(s_ij − max) = {st.norm:.6f} · "
             f"Σ_j a_ij = {st.weights.sum():.6f}")
@@ -142,6 +190,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             f"<b>out_i</b> computed here from q, k, v versus the model's head_out[{st.head}, {st.position}]: "
             f"max |Δ| = {st.max_abs_diff:.1e}, {agree}.")
         keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
+        self._set_strip_rows(len(keys))
         qk = symmetric_levels(st.q, st.k)
         self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None)
         self.k_map.set_data(st.k, qk, keys, None)
@@ -155,6 +204,8 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         headers = SCALARS + (VECTOR_COLUMNS if vectors else [])
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
+        for c, tip in enumerate(SCALAR_TIPS):
+            self.table.horizontalHeaderItem(c).setToolTip(tip)
         self.table.setRowCount(len(st.keys))
         for r, j in enumerate(st.keys):
             cells = [str(int(j)), token_label(tokens[j]) if j < len(tokens) else "?",
