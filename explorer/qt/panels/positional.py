@@ -123,15 +123,17 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         for row, pe in enumerate((True, False)):
             self.grid.addWidget(QLabel(f"<b>PE<br>{'on' if pe else 'off'}</b>"), row, 0)
             for col, reordered in enumerate((False, True)):
-                title = f"{'reordered' if reordered else 'original'} · PE {'on' if pe else 'off'}"
-                hm = Heatmap(f"attention weights, {title}", SEQUENTIAL, col_axis="top", colorbar=False)
+                order = "reordered" if reordered else "original"  # short: the row label says PE on/off
+                hm = Heatmap(f"attention, {order}", SEQUENTIAL, col_axis="top", colorbar=False)
+                hm.setToolTip(f"attention weights of the selected head, {order} order, PE {'on' if pe else 'off'}")
                 hm.setMinimumSize(120, 120)
                 self.maps[pe, reordered] = hm
                 self.grid.addWidget(hm, row, col + 1)
             view = pg.GraphicsLayoutWidget()
             view.setBackground("w")
             view.setMinimumSize(120, 120)
-            plot = view.addPlot(title=f"next token · PE {'on' if pe else 'off'}")
+            plot = view.addPlot(title="next token")
+            view.setToolTip(f"next-token probabilities at the last position, PE {'on' if pe else 'off'}")
             plot.invertY(True)
             plot.setMouseEnabled(False, False)
             plot.setMenuEnabled(False)
