@@ -338,3 +338,29 @@ def test_carriage_returns_are_stored_as_the_editor_stores_them(qtbot, window):
     assert s.text == "the cat\nsat\non" == window.panels["tokens"].editor.toPlainText()
     chip_texts = [s.text[a:b] for a, b in s.encoding.spans]
     assert chip_texts == ["the", "cat", "sat", "on"]
+
+
+def test_all_heads_grid_outlines_the_selected_head_at_once(qtbot, window):
+    from PySide6.QtCore import QRectF
+
+    s = type_text(qtbot, window, "a dog played")
+    att = show_panel(window, "attention")
+    s.set_layer(1)
+    s.set_head(0)
+    grid = att.grid
+    assert not grid.marker.isVisible()
+    att.all_heads.setChecked(True)  # no click on a tile: the selection is outlined already
+    QApplication.processEvents()
+    side = grid.tile - grid.GAP
+    assert grid.marker.isVisible() and grid.marker.rect() == QRectF(0, grid.tile, side, side)
+    s.set_head(1)  # the outline follows the session's selection
+    assert grid.marker.rect() == QRectF(grid.tile, grid.tile, side, side)
+    # square tiles, anchored at the top-left corner next to the L/H labels (not centred)
+    vb = grid.plot.getViewBox()
+    (x0, x1), (y0, y1) = vb.viewRange()
+    assert x0 == pytest.approx(0) and y0 == pytest.approx(0)
+    assert (x1 - x0) / vb.width() == pytest.approx((y1 - y0) / vb.height(), rel=1e-3)
+    n = grid.shape[0] * grid.tile
+    assert min(x1, y1) == pytest.approx(n, rel=1e-3)  # the mosaic fills one side
+    att.all_heads.setChecked(False)
+    assert not grid.isVisible()

@@ -21,6 +21,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 
     One image item for all heads (not a plot per head: 144 plots took 6.5 s to build and many ms
     to paint). Tiles larger than :data:`CELL` are max-pooled thumbnails; clicking a tile picks it.
+    Tiles stay square and the mosaic sits in the top-left corner, next to its L/H labels (a locked
+    aspect would centre it, far from the labels of a wide widget); the selected head is outlined.
     """
 
     CELL = 48
@@ -36,7 +38,6 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self.plot.setAspectLocked(True)
         self.plot.getViewBox().setDefaultPadding(0)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(colormap(SEQUENTIAL))
@@ -47,8 +48,10 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.plot.addItem(self.marker)
         self.shape = (0, 0)  # (n_layers, n_heads)
         self.tile = 0  # side of one tile in image pixels, gap included
+        self.selected: tuple[int, int] | None = None  # (layer, head) to outline
         self.on_pick = None  # callable(layer, head), set by the panel
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
+        self.plot.getViewBox().sigResized.connect(self._fit_view)
 
     def set_trace(self, trace) -> None:
         """Show every head's attention weights (levels 0..1); clear when T == 0 or None."""
@@ -62,15 +65,27 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.image.setImage(mosaic, levels=WEIGHT_LEVELS, autoLevels=False)
         if (shape, tile) != (self.shape, self.tile):
             self.shape, self.tile = shape, tile
-            rows, cols = mosaic.shape
-            self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+            self._fit_view()
             half = (tile - self.GAP) / 2
             self.plot.getAxis("left").setTicks([[(l * tile + half, f"L{l}") for l in range(shape[0])], []])
             self.plot.getAxis("top").setTicks([[(h * tile + half, f"H{h}") for h in range(shape[1])], []])
+        if self.selected is not None:
+            self.mark(*self.selected)
+
+    def _fit_view(self, *_) -> None:
+        """Square image pixels, the mosaic as large as fits, anchored at the top-left corner."""
+        if self.tile == 0:
+            return
+        vb = self.plot.getViewBox()
+        w, h = max(vb.width(), 1.0), max(vb.height(), 1.0)
+        rows, cols = self.shape[0] * self.tile, self.shape[1] * self.tile
+        scale = min(w / cols, h / rows)  # screen pixels per image pixel
+        self.plot.setRange(xRange=(0, w / scale), yRange=(0, h / scale), padding=0)
 
     def mark(self, layer: int, head: int) -> None:
-        """Outline the selected head's tile."""
-        if self.tile == 0:
+        """Outline the selected head's tile (kept across later traces)."""
+        self.selected = (layer, head)
+        if self.tile == 0 or self.image.image is None:
             return
         side = self.tile - self.GAP
         self.marker.setRect(QRectF(head * self.tile, layer * self.tile, side, side))
@@ -128,14 +143,24 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             top.addWidget(box)
         top.addWidget(self.all_heads)
         top.addStretch(1)
-        maps = QHBoxLayout()
-        maps.addWidget(self.scores)
-        maps.addWidget(self.weights)
+        self.maps = QHBoxLayout()
+        self.maps.addWidget(self.scores, 1)
+        self.maps.addWidget(self.weights, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
-        layout.addLayout(maps, 3)
+        layout.addLayout(self.maps, 3)
         layout.addWidget(self.grid, 2)
+
+    def _place_grid(self, n_layers: int, n_heads: int) -> None:
+        """The grid beside the two maps when its mosaic is about square (it then gets their height),
+        below them when it is wide (one layer of many heads)."""
+        beside = n_heads <= 2 * n_layers
+        target = self.maps if beside else self.layout()
+        if self.grid.parentWidget() is not None and target.indexOf(self.grid) >= 0:
+            return
+        (self.layout() if beside else self.maps).removeWidget(self.grid)
+        target.addWidget(self.grid, 1 if beside else 2)
 
     def _describer(self, hm: Heatmap, name: str):
         def describe(row: int, col: int, value: float) -> str:
@@ -155,12 +180,14 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             box.setEnabled(n > 1)
             box.blockSignals(False)
         self.all_heads.setEnabled(n_layers * n_heads > 1)
+        self._place_grid(n_layers, n_heads)
         self._on_all_heads_toggled(self.all_heads.isChecked())
         self.schedule_refresh()
 
     def _on_all_heads_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and self.all_heads.isEnabled())
         self.grid.set_trace(self.session.trace if self.grid.isVisibleTo(self) else None)
+        self.grid.mark(self.session.layer, self.session.head)
 
     def _on_grid_pick(self, layer: int, head: int) -> None:
         self.session.set_layer(layer)
