@@ -364,3 +364,23 @@ def test_all_heads_grid_outlines_the_selected_head_at_once(qtbot, window):
     assert min(x1, y1) == pytest.approx(n, rel=1e-3)  # the mosaic fills one side
     att.all_heads.setChecked(False)
     assert not grid.isVisible()
+
+
+@pytest.mark.parametrize("level", [0.00123, 12345.5])
+def test_colour_bar_axis_fits_its_labels(qtbot, level):
+    from PySide6.QtGui import QFontMetrics
+
+    from explorer.qt.heatmap import BAR_AXIS_PX, Heatmap
+
+    hm = Heatmap("tiny values")
+    qtbot.addWidget(hm)
+    hm.resize(300, 500)
+    hm.show()
+    hm.set_data(np.linspace(-level, level, 16).reshape(4, 4), (-level, level), None, None)
+    QApplication.processEvents()
+    axis = hm.bar.axis
+    length = hm.bar.getViewBox().height()
+    labels = [t for sp, vals in axis.tickValues(-level, level, length) for t in axis.tickStrings(vals, axis.scale, sp)]
+    widest = max(QFontMetrics(hm.font()).horizontalAdvance(t) for t in labels)
+    assert widest > BAR_AXIS_PX - 10  # pyqtgraph's fixed 45 px would clip these ("-0.0010", "-10000")
+    assert axis.width() >= widest + 5

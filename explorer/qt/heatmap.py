@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
 MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
 SEQUENTIAL = "viridis"  # for values in a natural range such as attention weights 0..1
+BAR_AXIS_PX = 45  # pyqtgraph's fixed width of a colour bar's axis, widened when labels need it
 
 
 def colormap(name: str) -> pg.ColorMap:
@@ -158,13 +159,37 @@ class Heatmap(QWidget):
         self.image.setImage(data, levels=self.levels, autoLevels=False)
         if self.bar is not None and self.bar.levels() != self.levels:
             self.bar.setLevels(self.levels)
+            self._fit_bar_axis()
         if (rows, cols) != self._range:  # fixed view range, changed only with the shape
             self._range = (rows, cols)
             self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         self._update_ticks()
 
+    def _fit_bar_axis(self) -> None:
+        """Widen the colour bar's axis (grow only) so that every tick label fits.
+
+        pyqtgraph gives it a fixed 45 px, which clips or drops labels such as "-0.0025" or
+        "-10000" (small or large levels, e.g. the tensors of a model with a small d_model).
+        """
+        axis = self.bar.axis
+        lo, hi = self.levels
+        length = max(self.bar.getViewBox().height(), 100.0)
+        if getattr(self, "_bar_key", None) == (lo, hi, int(length)):
+            return  # the labels are the ones already fitted (set_data runs per keystroke)
+        self._bar_key = (lo, hi, int(length))
+        labels = [text for spacing, values in axis.tickValues(lo, hi, length)
+                  for text in axis.tickStrings(values, axis.scale, spacing)]
+        font = axis.style.get("tickFont") or self.font()
+        needed = max([QFontMetrics(font).horizontalAdvance(t) for t in labels] + [0])
+        needed += axis.style.get("tickTextOffset", [5, 2])[0] + 8
+        if needed > getattr(axis, "_fixed_width", BAR_AXIS_PX):
+            axis._fixed_width = needed
+            axis.setWidth(needed)
+
     def _update_ticks(self, *_) -> None:
         """Label as many rows/columns as fit without overlapping (recomputed on resize)."""
+        if self.bar is not None:
+            self._fit_bar_axis()
         if self.data.size == 0:
             return
         rows, cols = self.data.shape
