@@ -8,9 +8,9 @@ trace's weights), and the last line compares the result with the model's own hea
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QEvent, Qt, QTimer
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QSpinBox, QSplitter,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QScrollArea, QSpinBox,
+                               QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from explorer.core.formula import FormulaSteps, attention_steps
 from explorer.core.views import symmetric_levels, token_label
@@ -26,13 +26,24 @@ SCALAR_TIPS = ["key position j", "key token at position j", "dot product of the 
 VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
 SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
-ROW_PX = 12  # least height of one key's row in the k_j, v_j and a_ij v_j strips
+ROW_PX = 16  # height of one key's row in the k_j, v_j and a_ij v_j strips: room for every row's label
 STRIP_CHROME_PX = 84  # a strip's title, dimension axis and readout line
 MIN_STRIP_ROWS = 4
 
 
 def _vec(v: np.ndarray) -> str:
     return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
+
+
+class _Body(QWidget):
+    """The scrolled part of the panel: as tall as its least height (ROW_PX per key row in the
+    strips), not the taller height its plots would like, which tripled the scrolling."""
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt naming)
+        return QSize(super().sizeHint().width(), self.minimumSizeHint().height())
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (a scroll area asks this: wrapped labels)
+        return max(self.minimumSizeHint().height(), self.layout().minimumHeightForWidth(width))
 
 
 class FormulaPanel(RefreshWhenShown, QWidget):
@@ -80,9 +91,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.refresh()
 
     def _build_layout(self) -> None:
-        """Query and formula on top; the table (left) beside the strips (right). The strips keep a
-        least height per key row, so a short dock scrolls (the dock is a scroll area) instead of
-        squashing them to a few pixels."""
+        """The query on top, fixed; below it, scrolled: the formula, then the table (left) beside
+        the strips (right). The strips keep ROW_PX per key row, so a short dock or window scrolls
+        instead of squashing them to a few pixels."""
         top = QHBoxLayout()
         top.addWidget(QLabel("query i"))
         top.addWidget(self.position_box)
@@ -110,11 +121,19 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self._split_moved_by_user = False
         split.splitterMoved.connect(self._on_split_moved)
         split.installEventFilter(self)
+        body = _Body()
+        bv = QVBoxLayout(body)
+        bv.setContentsMargins(0, 0, 0, 0)
+        bv.addWidget(self.formula)
+        bv.addWidget(split, 1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(body)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
-        layout.addWidget(self.formula)
-        layout.addWidget(split, 1)
+        layout.addWidget(self.scroll, 1)
 
     def _fit_table_width(self) -> None:
         """Give the table's side of the splitter the width of every column (at most 60 % of the width),
