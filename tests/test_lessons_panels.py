@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QModelIndex
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication
 
 from explorer.core import formula, positional, variants
 from explorer.qt.panels import panel_names
@@ -182,6 +183,23 @@ def test_formula_panel_shows_the_steps_and_follows_selection(qtbot, session):
     assert panel.table.rowCount() == T and "mask off" in panel.header.text()
     session.set_text("")
     assert panel.steps is None and panel.table.rowCount() == 0
+
+
+def test_formula_strips_keep_their_rows_in_a_short_panel(qtbot, session):
+    from explorer.qt.panels.formula import ROW_PX
+
+    panel = _show(qtbot, FormulaPanel(session))
+    panel.resize(880, 350)  # about its size tabbed in the main window's right-hand dock area
+    session.set_text(TEXT + " " + TEXT)  # cropped to context_length = 8 keys for the last query
+    QApplication.processEvents()
+    rows = panel.k_map.data.shape[0]
+    assert rows == session.trace.n_tokens == 8
+    for hm in (panel.k_map, panel.v_map, panel.av_map):
+        assert hm.plot.getViewBox().height() >= 0.75 * ROW_PX * rows  # the view gets most of the strip
+    assert panel.scroll.verticalScrollBar().maximum() > 0  # the panel scrolls instead of squashing
+    left, right = panel.split.sizes()
+    assert left >= panel.table.horizontalHeader().length() - 2  # every table column is in view
+    assert not panel.table.horizontalScrollBar().isVisible()
 
 
 # --- variants ----------------------------------------------------------------------------------
