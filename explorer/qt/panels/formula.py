@@ -85,9 +85,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.out_map.setToolTip("out_i computed here from q, k and v, and the model's own head output")
         self._build_layout()
         self._set_strip_rows(0)
-        session.sig_model_changed.connect(self._on_session_changed)
-        session.sig_trace_changed.connect(self._on_session_changed)
-        session.sig_selection_changed.connect(self._on_session_changed)
+        session.sig_model_changed.connect(self.schedule_refresh)
+        session.sig_trace_changed.connect(self.schedule_refresh)
+        session.sig_selection_changed.connect(self.schedule_refresh)
         self.refresh()
 
     def _build_layout(self) -> None:
@@ -157,9 +157,6 @@ class FormulaPanel(RefreshWhenShown, QWidget):
 
     def _on_key_clicked(self, row: int) -> None:
         self.table.selectRow(row)
-
-    def _on_session_changed(self) -> None:
-        self.schedule_refresh()
 
     def refresh(self) -> None:
         """Recompute the steps for the session's layer, head and selected position, and redraw."""

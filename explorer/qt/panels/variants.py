@@ -61,9 +61,9 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         for hm in (self.scores, self.weights, self.outputs, self.mixed):
             hm.sig_row_clicked.connect(session.set_position)
         self._build_layout()
-        session.sig_model_changed.connect(self._on_session_changed)
-        session.sig_trace_changed.connect(self._on_session_changed)
-        session.sig_selection_changed.connect(self._on_session_changed)
+        session.sig_model_changed.connect(self.schedule_refresh)
+        session.sig_trace_changed.connect(self.schedule_refresh)
+        session.sig_selection_changed.connect(self.schedule_refresh)
         self.refresh()
 
     def _build_layout(self) -> None:
@@ -93,9 +93,6 @@ class VariantsPanel(RefreshWhenShown, QWidget):
     def current(self) -> variants.Variant | None:
         """The variant on show, or None when there are no tokens."""
         return self.results[self.selector.currentIndex()] if self.results else None
-
-    def _on_session_changed(self) -> None:
-        self.schedule_refresh()
 
     def refresh(self) -> None:
         """Recompute the four variants for the session's layer, head and position, and redraw."""
