@@ -44,6 +44,16 @@ def thinned_ticks(labels: Sequence[str] | None, step: int):
     return [[(i + 0.5, str(labels[i])) for i in shown], []]
 
 
+def settle_view(vb: pg.ViewBox) -> None:
+    """Apply a view's pending range and transform now rather than at paint time.
+
+    pyqtgraph defers them to the first paint, which then moves items and schedules the view to
+    be painted again (each plot was painted two or three times per update when T changed:
+    11 paints instead of 6, 26 -> 19 ms for the default window).
+    """
+    vb.prepareForPaint()
+
+
 def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics) -> None:
     """Give a side axis a fixed width that fits ``labels``, growing but never shrinking.
 
@@ -56,6 +66,9 @@ def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics
     if needed > getattr(axis, "_fixed_width", 0):
         axis._fixed_width = needed
         axis.setWidth(needed)
+        plot = axis.parentItem()
+        if plot is not None and hasattr(plot, "layout"):
+            plot.layout.activate()  # lay out now: a deferred layout repaints the plot once more
 
 
 class Heatmap(QWidget):
@@ -157,13 +170,23 @@ class Heatmap(QWidget):
             return
         rows, cols = data.shape
         self.image.setImage(data, levels=self.levels, autoLevels=False)
-        if self.bar is not None and self.bar.levels() != self.levels:
-            self.bar.setLevels(self.levels)
-            self._fit_bar_axis()
+        self.set_bar_levels(self.levels)
         if (rows, cols) != self._range:  # fixed view range, changed only with the shape
             self._range = (rows, cols)
             self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         self._update_ticks()
+        settle_view(self.plot.getViewBox())
+
+    def set_bar_levels(self, levels: tuple[float, float]) -> None:
+        """Show ``levels`` on the colour bar (and fit its axis) if they changed.
+
+        Panels with levels fixed per model call this when the model changes, so that the bar's
+        re-layout happens then, not on the first keystroke.
+        """
+        levels = (float(levels[0]), float(levels[1]))
+        if self.bar is not None and self.bar.levels() != levels:
+            self.bar.setLevels(levels)
+            self._fit_bar_axis()
 
     def _fit_bar_axis(self) -> None:
         """Widen the colour bar's axis (grow only) so that every tick label fits.

@@ -9,7 +9,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -71,6 +71,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             self.plot.getAxis("top").setTicks([[(h * tile + half, f"H{h}") for h in range(shape[1])], []])
         if self.selected is not None:
             self.mark(*self.selected)
+        settle_view(self.plot.getViewBox())
 
     def _fit_view(self, *_) -> None:
         """Square image pixels, the mosaic as large as fits, anchored at the top-left corner."""

@@ -39,6 +39,8 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         tok = model.tok_emb.weight.detach().numpy()
         pos = model.pos_emb.weight.detach().numpy() if model.pos_emb is not None else None
         self.levels = embedding_levels(tok, pos)
+        for key, hm in self.heatmaps.items():
+            hm.set_bar_levels(self.levels[key])
 
     def refresh(self) -> None:
         """Redraw from the session's trace (cleared when there is none or it is empty)."""

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, 
 from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id, is_byte_level, readable_token
 from explorer.core.views import token_label
-from explorer.qt.heatmap import widen_axis
+from explorer.qt.heatmap import settle_view, widen_axis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -121,6 +121,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         if k != self._k_shown:  # the view range changes only with k
             self._k_shown = k
             self.plot.setRange(xRange=(0, 1), yRange=(-0.5, max(k, 1) - 0.5), padding=0.02)
+        settle_view(self.plot.getViewBox())
         last = " (last)" if pos == s.trace.n_tokens - 1 else ""
         token = token_label(s.tokens[pos]) if pos < len(s.tokens) else "?"
         self.info.setText(
