@@ -110,15 +110,16 @@ class ExportMenu:
             self._run("the panel", lambda: export_svg(self.window.panels[name], path, name))
 
     def _on_npz(self) -> None:
-        if self._needs_trace():
-            path = self._ask("Export Trace", ".npz", "NumPy archives (*.npz)")
-            s = self.window.session
-            if path:
-                self._run("the trace", lambda: write_trace_npz(path, s.trace, s.tokens))
+        self._export_trace("Export Trace", ".npz", "NumPy archives (*.npz)", "the trace", write_trace_npz)
 
     def _on_csv(self) -> None:
+        self._export_trace("Export Attention Weights", ".csv", "CSV files (*.csv)", "the attention weights",
+                           write_attention_csv)
+
+    def _export_trace(self, title: str, suffix: str, filter: str, what: str, write) -> None:
+        """Ask for a file and ``write(path, trace, tokens)`` the current trace to it."""
         if self._needs_trace():
-            path = self._ask("Export Attention Weights", ".csv", "CSV files (*.csv)")
+            path = self._ask(title, suffix, filter)
             s = self.window.session
             if path:
-                self._run("the attention weights", lambda: write_attention_csv(path, s.trace, s.tokens))
+                self._run(what, lambda: write(path, s.trace, s.tokens))

@@ -132,9 +132,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
         self.all_heads.toggled.connect(self._on_all_heads_toggled)
-        session.sig_model_changed.connect(self._on_session_model_changed)
-        session.sig_trace_changed.connect(self.schedule_refresh)
-        session.sig_selection_changed.connect(self.schedule_refresh)
+        self.follow(session, self._on_session_model_changed)
         self._on_session_model_changed()
 
     def _build_layout(self) -> None:

@@ -85,9 +85,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.out_map.setToolTip("out_i computed here from q, k and v, and the model's own head output")
         self._build_layout()
         self._set_strip_rows(0)
-        session.sig_model_changed.connect(self.schedule_refresh)
-        session.sig_trace_changed.connect(self.schedule_refresh)
-        session.sig_selection_changed.connect(self.schedule_refresh)
+        self.follow(session)
         self.refresh()
 
     def _build_layout(self) -> None:

@@ -18,6 +18,13 @@ class RefreshWhenShown:
         """True when some of the panel is on screen."""
         return self.isVisible() and not self.visibleRegion().isEmpty()
 
+    def follow(self, session, on_model_changed=None) -> None:
+        """Refresh (when shown) on every new trace and selection, and on a new model through
+        ``on_model_changed`` when given (it should end by scheduling a refresh itself)."""
+        session.sig_model_changed.connect(on_model_changed or self.schedule_refresh)
+        session.sig_trace_changed.connect(self.schedule_refresh)
+        session.sig_selection_changed.connect(self.schedule_refresh)
+
     def schedule_refresh(self, *_args) -> None:
         """Refresh now if shown, else when next shown."""
         if self.is_shown():

@@ -60,9 +60,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.k_box.valueChanged.connect(self._on_k_changed)
         self.temperature_box.valueChanged.connect(self.refresh)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_clicked)
-        session.sig_model_changed.connect(self._on_session_model_changed)
-        session.sig_trace_changed.connect(self.schedule_refresh)
-        session.sig_selection_changed.connect(self.schedule_refresh)
+        self.follow(session, self._on_session_model_changed)
         self._on_session_model_changed()
 
     def _build_layout(self) -> None:

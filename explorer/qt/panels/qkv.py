@@ -37,9 +37,7 @@ class QKVPanel(RefreshWhenShown, QWidget):
         layout.addLayout(top)
         layout.addLayout(maps, 1)
         self.show_weights.toggled.connect(self.refresh)
-        session.sig_trace_changed.connect(self.schedule_refresh)
-        session.sig_model_changed.connect(self.schedule_refresh)
-        session.sig_selection_changed.connect(self.schedule_refresh)
+        self.follow(session)
         self.refresh()
 
     def _on_heatmap_row_clicked(self, row: int) -> None:

@@ -61,9 +61,7 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         for hm in (self.scores, self.weights, self.outputs, self.mixed):
             hm.sig_row_clicked.connect(session.set_position)
         self._build_layout()
-        session.sig_model_changed.connect(self.schedule_refresh)
-        session.sig_trace_changed.connect(self.schedule_refresh)
-        session.sig_selection_changed.connect(self.schedule_refresh)
+        self.follow(session)
         self.refresh()
 
     def _build_layout(self) -> None:
