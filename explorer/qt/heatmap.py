@@ -16,6 +16,8 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
+from explorer.qt.label_axis import LabelAxis
+
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
 MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
 SEQUENTIAL = "viridis"  # for values in a natural range such as attention weights 0..1
@@ -103,7 +105,8 @@ class Heatmap(QWidget):
         self.describe: Callable[[int, int, float], str] | None = None
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
-        self.plot = self.graphics.addPlot(title=title)
+        axes = {"left": LabelAxis("left"), col_axis: LabelAxis(col_axis)}
+        self.plot = self.graphics.addPlot(title=title, axisItems=axes)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
         self._setup_plot(col_axis)

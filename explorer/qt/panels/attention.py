@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel,
 
 from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
+from explorer.qt.label_axis import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -31,7 +32,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground("w")
-        self.plot = self.addPlot()
+        self.plot = self.addPlot(axisItems={"left": LabelAxis("left"), "top": LabelAxis("top")})
         self.plot.invertY(True)
         self.plot.hideAxis("bottom")
         self.plot.showAxis("top")

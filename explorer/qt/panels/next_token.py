@@ -13,6 +13,7 @@ from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id, is_byte_level, readable_token
 from explorer.core.views import token_label
 from explorer.qt.heatmap import settle_view, widen_axis
+from explorer.qt.label_axis import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -47,7 +48,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.info.setToolTip("click a bar to append that token to the text")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
-        self.plot = self.graphics.addPlot()
+        self.plot = self.graphics.addPlot(axisItems={"left": LabelAxis("left")})
         self.plot.invertY(True)  # most likely at the top
         self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)

@@ -23,6 +23,7 @@ from explorer.core.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
 from explorer.qt import dialogs
 from explorer.qt.heatmap import SEQUENTIAL, Heatmap
+from explorer.qt.label_axis import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -132,7 +133,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
             view = pg.GraphicsLayoutWidget()
             view.setBackground("w")
             view.setMinimumSize(120, 120)
-            plot = view.addPlot(title="next token")
+            plot = view.addPlot(title="next token", axisItems={"left": LabelAxis("left")})
             view.setToolTip(f"next-token probabilities at the last position, PE {'on' if pe else 'off'}")
             plot.invertY(True)
             plot.setMouseEnabled(False, False)
