@@ -184,6 +184,37 @@ def test_window_on_the_shipped_default_checkpoint(window, dialogs):
     assert window.panels["next-token"].top.ids[0] == int(np.argmax(expected.logits[-1]))
 
 
+def test_a_slow_model_s_result_reaches_the_panels_one_per_event_loop_turn(qtbot, tmp_path, tiny_checkpoint):
+    from explorer.qt.panels.lazy import Pacer
+
+    window = make_window(qtbot, tmp_path, tiny_checkpoint, compute_mode="async")
+    s, pacer = window.session, Pacer.of(window.session)
+    qtbot.waitUntil(lambda: not s.busy and pacer.pending == 0)
+    embeddings, attention = window.panels["embeddings"], window.panels["attention"]
+    at_trace = []  # connected after the panels: runs once they have had the signal
+    s.sig_trace_changed.connect(lambda: at_trace.append((pacer.pending, embeddings.heatmaps["e"].data.shape[0])))
+    s.set_text("the cat sat on the mat")
+    qtbot.waitUntil(lambda: not s.busy and s.trace is not None and s.trace.n_tokens == 6)
+    assert pacer.active
+    pending, rows_drawn = at_trace[-1]
+    assert pending >= 2 and rows_drawn != 6  # queued, not drawn in the trace's own turn
+    qtbot.waitUntil(lambda: pacer.pending == 0)
+    ids = list(tiny_checkpoint.tokenizer.encode(s.text).ids)
+    assert list(s.trace.token_ids) == ids
+    np.testing.assert_array_equal(embeddings.heatmaps["e"].data, s.trace.tok)
+    np.testing.assert_array_equal(attention.weights.image.image, s.trace.blocks[0].attn_weights[0])
+    assert s.last_draw_ms > 0  # the paced panels' drawing is counted
+
+
+def test_a_fast_model_draws_every_panel_in_the_keystroke_s_turn(window):
+    from explorer.qt.panels.lazy import Pacer
+
+    s = window.session
+    s.set_text("the cat sat")
+    assert not Pacer.of(s).active and Pacer.of(s).pending == 0
+    np.testing.assert_array_equal(window.panels["embeddings"].heatmaps["e"].data, s.trace.tok)
+
+
 def test_auto_mode_moves_a_slow_model_off_the_gui_thread(qtbot, tiny_tokenizer):
     big = make_tiny_checkpoint(tiny_tokenizer, context_length=1024, d_model=256, n_heads=4, d_mlp=1024)
     s = Session(compute_mode="auto")

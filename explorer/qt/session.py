@@ -120,6 +120,11 @@ class Session(QObject):
     causal = property(lambda self: self._causal, doc="Whether the causal mask is applied.")
     busy = property(lambda self: self._busy, doc="True while a worker-thread trace is running.")
 
+    @property
+    def traces_off_gui_thread(self) -> bool:
+        """True when edits are traced on the worker thread (``async`` mode, or a slow model in ``auto``)."""
+        return self.compute_mode == "async" or (self.compute_mode == "auto" and self._slow)
+
     def selected_position(self) -> int | None:
         """The selected trace row: ``position``, or the last row when None; None when T == 0."""
         n = self._trace.n_tokens if self._trace is not None else 0
@@ -206,6 +211,12 @@ class Session(QObject):
         self._weights = {}
         self._request()
 
+    def add_draw_ms(self, ms: float) -> None:
+        """Add drawing done after sig_trace_changed returned (panels paced one per event-loop
+        turn) to ``last_draw_ms``, and emit sig_timing_changed."""
+        self.last_draw_ms += ms
+        self.sig_timing_changed.emit()
+
     def shutdown(self, timeout_ms: int = 30000) -> None:
         """Drop queued work and wait for a running trace to finish (call before the app exits)."""
         self._closed = True
@@ -230,8 +241,7 @@ class Session(QObject):
             return
         self._gen += 1
         req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal)
-        use_worker = self.compute_mode == "async" or (self.compute_mode == "auto" and self._slow)
-        if not use_worker:
+        if not self.traces_off_gui_thread:
             self._finish(req, *_run(req))
         elif self._busy:
             self._pending = req  # coalesce: only the newest waiting request is kept

@@ -26,6 +26,7 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         for hm in self.heatmaps.values():
             layout.addWidget(hm)
             hm.sig_row_clicked.connect(session.set_position)
+        self.pace_with(session)
         session.sig_model_changed.connect(self._on_session_model_changed)
         session.sig_trace_changed.connect(self.schedule_refresh)
         session.sig_selection_changed.connect(self._on_session_selection_changed)

@@ -1,6 +1,70 @@
-"""Panels that skip work while hidden (a closed dock, a tab behind another) and catch up when shown."""
+"""Panels that skip work while hidden (a closed dock, a tab behind another) and catch up when shown,
+and that refresh one per event-loop turn while the model is slow."""
 
 from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QObject, QTimer
+
+
+class Pacer(QObject):
+    """Refreshes queued panels one per event-loop turn, so that the window repaints and input is
+    handled between panels instead of once after all of them.
+
+    A slow model's result is many large views at once: a GPT-2-small-sized model's update took
+    about 25 ms of panel refreshes and 35 ms of painting in one turn, a 66 ms stall of the GUI.
+    Paced, the longest turn is one panel's refresh and paint. The session's traces already run on
+    a worker thread in that case, so the views follow a frame or two apart. Fast models (traced
+    on the GUI thread) are not paced: every panel is drawn in the keystroke's own turn.
+    Get the session's pacer with :meth:`of`.
+    """
+
+    def __init__(self, session) -> None:
+        super().__init__(session)
+        self._session = session
+        self._queue: list[RefreshWhenShown] = []
+        self._draw_ms = 0.0
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self._run_next)
+
+    @classmethod
+    def of(cls, session) -> Pacer:
+        """The session's pacer (made on first use, a child of the session)."""
+        pacer = session.findChild(Pacer)
+        return pacer if pacer is not None else cls(session)
+
+    @property
+    def active(self) -> bool:
+        """True while the session traces on the worker thread (the model is slow)."""
+        return self._session.traces_off_gui_thread
+
+    @property
+    def pending(self) -> int:
+        """Panels waiting for their turn."""
+        return len(self._queue)
+
+    def add(self, panel: RefreshWhenShown) -> None:
+        """Queue ``panel`` (once) for a refresh in a later turn of the event loop."""
+        if panel not in self._queue:
+            self._queue.append(panel)
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _run_next(self) -> None:
+        if self._queue:
+            panel = self._queue.pop(0)
+            t0 = time.perf_counter()
+            if panel.is_shown():  # hidden since it was queued: it catches up when shown
+                panel.catch_up()
+            self._draw_ms += (time.perf_counter() - t0) * 1e3
+        if self._queue:
+            self._timer.start()
+        else:
+            self._session.add_draw_ms(self._draw_ms)
+            self._draw_ms = 0.0
 
 
 class RefreshWhenShown:
@@ -10,28 +74,39 @@ class RefreshWhenShown:
     be seen, and otherwise marks it stale. A stale panel refreshes in ``showEvent`` and in
     :meth:`catch_up`, which the main window calls when the panel's dock becomes visible (a dock
     tabbed behind another is still ``isVisible()`` in Qt 6, but has an empty visible region).
+    A panel given a session (:meth:`follow` or :meth:`pace_with`) refreshes through the session's
+    :class:`Pacer` while the model is slow.
     """
 
     _stale = False
+    _pacer: Pacer | None = None
 
     def is_shown(self) -> bool:
         """True when some of the panel is on screen."""
         return self.isVisible() and not self.visibleRegion().isEmpty()
 
+    def pace_with(self, session) -> None:
+        """Refresh one panel per event-loop turn (through the session's Pacer) while it is slow."""
+        self._pacer = Pacer.of(session)
+
     def follow(self, session, on_model_changed=None) -> None:
         """Refresh (when shown) on every new trace and selection, and on a new model through
         ``on_model_changed`` when given (it should end by scheduling a refresh itself)."""
+        self.pace_with(session)
         session.sig_model_changed.connect(on_model_changed or self.schedule_refresh)
         session.sig_trace_changed.connect(self.schedule_refresh)
         session.sig_selection_changed.connect(self.schedule_refresh)
 
     def schedule_refresh(self, *_args) -> None:
-        """Refresh now if shown, else when next shown."""
-        if self.is_shown():
+        """Refresh now if shown (in a later turn while the model is slow), else when next shown."""
+        if not self.is_shown():
+            self._stale = True
+        elif self._pacer is not None and self._pacer.active:
+            self._stale = True
+            self._pacer.add(self)
+        else:
             self._stale = False
             self.refresh()
-        else:
-            self._stale = True
 
     def catch_up(self) -> None:
         """Refresh if an update was skipped while hidden."""

@@ -80,6 +80,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self._build_controls()
         self._build_views()
         self._build_layout()
+        self.pace_with(session)
         session.sig_model_changed.connect(self._on_session_changed)
         session.sig_trace_changed.connect(self._on_session_changed)
         session.sig_selection_changed.connect(self._on_session_changed)
