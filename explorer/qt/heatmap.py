@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFontMetrics, QPen
+from PySide6.QtGui import QFontMetrics, QImage, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.qt.label_axis import LabelAxis
@@ -56,6 +56,12 @@ def settle_view(vb: pg.ViewBox) -> None:
     vb.prepareForPaint()
 
 
+def text_width(axis: pg.AxisItem, text: str, fm: QFontMetrics) -> float:
+    """Width in px of a tick label: from the label's cached layout on a :class:`LabelAxis`
+    (measuring 32 labels with QFontMetrics on every keystroke cost about 0.3 ms per axis)."""
+    return axis.label_width(text) if isinstance(axis, LabelAxis) else fm.horizontalAdvance(text)
+
+
 def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics) -> None:
     """Give a side axis a fixed width that fits ``labels``, growing but never shrinking.
 
@@ -64,13 +70,66 @@ def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics
     a fixed width that only grows keeps the layout still (measured: paint 40 -> 18 ms at T = 1).
     """
     texts = list(labels) if labels else ["0000"]
-    needed = max(fm.horizontalAdvance(t) for t in texts) + 12
+    needed = max(text_width(axis, t, fm) for t in texts) + 12
     if needed > getattr(axis, "_fixed_width", 0):
         axis._fixed_width = needed
         axis.setWidth(needed)
         plot = axis.parentItem()
         if plot is not None and hasattr(plot, "layout"):
             plot.layout.activate()  # lay out now: a deferred layout repaints the plot once more
+
+
+class MatrixImage(pg.ImageItem):
+    """pyqtgraph's ``ImageItem`` (row-major) with a fast render for a float matrix and a colour map.
+
+    The colours are the ones pyqtgraph computes (index = (value - lo) * n / (hi - lo), clipped to
+    [0, n - 1], for an n-entry lookup table; NaN transparent), made with two numpy operations into
+    a premultiplied ARGB32 image. pyqtgraph's own path (kept for any other kind of image) made an
+    8-bit indexed image, which Qt converts to ARGB on every draw: 0.35 ms per heatmap per paint at
+    250 x 290 px against 0.05 ms premultiplied, plus about 0.2 ms of Python per render.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(axisOrder="row-major", **kwargs)
+        self._lut_key = None
+        self._argb_table_cache = np.zeros(0, np.uint32)
+        self._pixels = np.zeros((0, 0), np.uint32)
+
+    def render(self) -> None:  # noqa: D102 (pyqtgraph API)
+        data, lut = self.image, self.lut
+        simple = (data is not None and data.ndim == 2 and data.size and data.dtype.kind == "f"
+                  and self.levels is not None and np.size(self.levels) == 2 and not self.autoDownsample
+                  and isinstance(lut, np.ndarray) and lut.dtype == np.uint8 and lut.ndim == 2
+                  and lut.shape[1] in (3, 4))
+        if not simple:
+            super().render()
+            return
+        table = self._argb_table(lut)
+        n = len(table)
+        lo, hi = (float(v) for v in np.ravel(self.levels))
+        with np.errstate(invalid="ignore"):
+            scaled = (data - lo) * (n / ((hi - lo) or 1.0))
+        nan = np.isnan(scaled)
+        index = np.clip(np.where(nan, 0.0, scaled), 0, n - 1).astype(np.intp)
+        pixels = table[index]
+        pixels[nan] = 0  # transparent: a masked cell shows the view's grey ground
+        self._pixels = np.ascontiguousarray(pixels)
+        rows, cols = self._pixels.shape
+        self.qimage = QImage(self._pixels.data, cols, rows, 4 * cols, QImage.Format.Format_ARGB32_Premultiplied)
+        self._renderRequired = False
+        self._unrenderable = False
+
+    def _argb_table(self, lut: np.ndarray) -> np.ndarray:
+        """The lookup table as premultiplied 0xAARRGGBB words (cached per table)."""
+        key = (lut.shape, lut.tobytes())
+        if key != self._lut_key:
+            rgba = np.full((len(lut), 4), 255, np.uint32)
+            rgba[:, : lut.shape[1]] = lut
+            a = rgba[:, 3]
+            r, g, b = (rgba[:, i] * a // 255 for i in range(3))
+            self._argb_table_cache = (a << 24) | (r << 16) | (g << 8) | b
+            self._lut_key = key
+        return self._argb_table_cache
 
 
 class Heatmap(QWidget):
@@ -107,7 +166,7 @@ class Heatmap(QWidget):
         self.graphics.setBackground("w")
         axes = {"left": LabelAxis("left"), col_axis: LabelAxis(col_axis)}
         self.plot = self.graphics.addPlot(title=title, axisItems=axes)
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = MatrixImage()
         self.plot.addItem(self.image)
         self._setup_plot(col_axis)
         self.plot.setAspectLocked(square)
@@ -224,7 +283,7 @@ class Heatmap(QWidget):
         row_step = math.ceil(fm.height() / (max(vb.height(), 1.0) / rows))
         col_step = 1
         if self.col_labels is not None:
-            widest = max(fm.horizontalAdvance(c) for c in self.col_labels) + 6
+            widest = max(text_width(self.col_axis, c, fm) for c in self.col_labels) + 6
             col_step = math.ceil(widest / (max(vb.width(), 1.0) / cols))
         # Each axis is touched only when its own labels change: setTicks makes pyqtgraph rebuild
         # and repaint that axis, which costs about 1 ms for 32 labels.

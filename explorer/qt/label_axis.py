@@ -47,32 +47,56 @@ class LabelAxis(pg.AxisItem):
             self._static[text] = st
         return st
 
+    def label_width(self, text: str) -> float:
+        """Width in px of ``text`` drawn as a label of this axis (laid out once, then cached)."""
+        return self.static_text(text, self.style["tickFont"] or QFont()).size().width()
+
     def paint(self, p: QPainter, opt, widget) -> None:  # noqa: D102 (QGraphicsItem API)
         if self._tickLevels is None or self.orientation not in ("left", "right", "top", "bottom"):
             super().paint(p, opt, widget)
             return
         bounds = self.mapRectFromParent(self.geometry())
+        font = self.style["tickFont"] or QFont()
+        ticks, labels = self._placed(bounds, font)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
         p.setPen(self.pen())
         p.drawLine(*self._axis_line(bounds))
-        ticks = self._tickLevels[0] if self._tickLevels else []
-        if self.style["tickLength"] != 0:
+        if ticks:
             p.setPen(self.tickPen())
-            for value, _ in ticks:
-                p.drawLine(*self._tick_line(bounds, self.value_to_pixel(value, bounds)))
-        if not self.style["showValues"]:
-            return
-        font = self.style["tickFont"] or QFont()
-        p.setFont(font)
-        p.setPen(self.textPen())
+            for start, stop in ticks:
+                p.drawLine(start, stop)
+        if labels:
+            p.setFont(font)
+            p.setPen(self.textPen())
+            for corner, st in labels:
+                p.drawStaticText(corner, st)
+
+    def _placed(self, bounds: QRectF, font: QFont) -> tuple[list, list]:
+        """Tick lines and (top-left corner, static text) of the labels that fit, computed when
+        the ticks, the axis's size, its range or its style changed, and otherwise reused."""
+        key = (bounds.getRect(), tuple(self.range), font.key(), self.style["tickLength"],
+               tuple(self.style["tickTextOffset"]), self.style["showValues"], self.style["hideOverlappingLabels"])
+        cached = getattr(self, "_placed_cache", None)
+        if cached is not None and cached[0] is self._tickLevels and cached[1] == key:
+            return cached[2]
+        ticks, labels = [], []
+        given = self._tickLevels[0] if self._tickLevels else []
+        texts = [self.static_text(str(text), font) for _, text in given] if self.style["showValues"] else []
+        if texts:  # let an axis without a fixed size grow to its labels, as pyqtgraph's does
+            side = self.orientation in ("left", "right")
+            self._updateMaxTextSize(max(st.size().width() if side else 0.8 * st.size().height() for st in texts))
         clip = self.boundingRect()
-        for value, text in ticks:
-            st = self.static_text(str(text), font)
-            rect = self._label_rect(bounds, self.value_to_pixel(value, bounds), st.size().width(),
-                                    st.size().height())
-            if clip.contains(rect):
-                p.drawStaticText(rect.topLeft(), st)
+        for i, (value, _) in enumerate(given):
+            x = self.value_to_pixel(value, bounds)
+            if self.style["tickLength"] != 0:
+                ticks.append(self._tick_line(bounds, x))
+            if texts:
+                rect = self._label_rect(bounds, x, texts[i].size().width(), texts[i].size().height())
+                if clip.contains(rect):
+                    labels.append((rect.topLeft(), texts[i]))
+        self._placed_cache = (self._tickLevels, key, (ticks, labels))
+        return ticks, labels
 
     def value_to_pixel(self, value: float, bounds: QRectF) -> float:
         """Item coordinate along the axis of data ``value`` (pyqtgraph's mapping; an inverted

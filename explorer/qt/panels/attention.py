@@ -9,7 +9,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, MatrixImage, colormap, settle_view
 from explorer.qt.label_axis import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
@@ -40,7 +40,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.getViewBox().setDefaultPadding(0)
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = MatrixImage()
         self.image.setColorMap(colormap(SEQUENTIAL))
         self.plot.addItem(self.image)
         self.marker = QGraphicsRectItem()

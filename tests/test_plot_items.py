@@ -1,11 +1,15 @@
-"""LabelAxis: token labels drawn beside their own rows, laid out once per string."""
+"""Our plot items: LabelAxis (token labels beside their own rows, laid out once per string) and
+MatrixImage (the colours pyqtgraph would draw, made faster)."""
 
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QApplication
 
-from explorer.qt.heatmap import Heatmap
+import pyqtgraph as pg
+from PySide6.QtGui import QColor, QFont, QImage
+
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, MatrixImage, colormap
 from explorer.qt.label_axis import LabelAxis
 
 SHORT, LONG = "0 a", "3 somewhat-longer-word"
@@ -68,3 +72,56 @@ def test_numbered_axes_are_still_painted_by_pyqtgraph(heatmap):
     assert isinstance(axis, LabelAxis) and axis._tickLevels is None
     heatmap.graphics.grab()
     assert axis.picture is not None and not axis._static
+
+
+def _argb(image: QImage) -> np.ndarray:
+    image = image.convertToFormat(QImage.Format.Format_ARGB32)
+    return np.frombuffer(image.constBits(), np.uint32, image.width() * image.height()).reshape(
+        image.height(), image.width()).copy()
+
+
+@pytest.mark.parametrize("cmap", [DIVERGING, SEQUENTIAL])
+def test_matrix_image_draws_the_colours_pyqtgraph_draws(qapp, cmap):
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((7, 40)) * 2).astype(np.float32)  # some values beyond the levels
+    data[2, 3] = data[5, :6] = np.nan  # masked cells
+    ours, theirs = MatrixImage(), pg.ImageItem(axisOrder="row-major")
+    for item in (ours, theirs):
+        item.setColorMap(colormap(cmap))
+        item.setImage(data, levels=(-1.5, 2.5), autoLevels=False)
+        item.render()
+    assert ours.qimage.format() == QImage.Format.Format_ARGB32_Premultiplied  # no per-draw conversion
+    a, b = _argb(ours.qimage), _argb(theirs.qimage)
+    nan = np.isnan(data)
+    np.testing.assert_array_equal(a[~nan], b[~nan])
+    assert not (a[nan] >> 24).any() and not (b[nan] >> 24).any()  # transparent in both
+    assert len(np.unique(a[~nan])) > 20  # a real spread of colours was compared
+
+
+def test_matrix_image_keeps_pyqtgraph_s_path_for_other_images(qapp):
+    item = MatrixImage()
+    rgb = np.zeros((3, 4, 3), np.uint8)
+    rgb[..., 0] = 200
+    item.setImage(rgb, levels=(0, 255), autoLevels=False)
+    item.render()
+    assert item.qimage is not None and QColor(item.qimage.pixel(1, 1)).red() == 200
+
+
+def test_an_axis_without_a_fixed_width_grows_to_its_labels(qtbot):
+    """The positional panel's next-token bars: an auto-sized axis must show its long labels."""
+    view = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(view)
+    plot = view.addPlot(axisItems={"left": LabelAxis("left")})
+    view.resize(400, 300)
+    view.show()
+    labels = ["and 0.496/0.457", "with 0.014/0.012", "was 0.006/0.021"]
+    axis = plot.getAxis("left")
+    axis.setTicks([[(i + 0.5, t) for i, t in enumerate(labels)], []])
+    plot.setRange(yRange=(0, 3), padding=0)
+    for _ in range(3):  # the first paint asks for room; the next ones draw in it
+        view.grab()
+        QApplication.processEvents()
+    widest = max(axis.label_width(t) for t in labels)
+    assert axis.width() >= widest
+    ticks, drawn = axis._placed(axis.mapRectFromParent(axis.geometry()), axis.style["tickFont"] or QFont())
+    assert sorted(st.text() for _, st in drawn) == sorted(labels)
