@@ -384,3 +384,24 @@ def test_colour_bar_axis_fits_its_labels(qtbot, level):
     widest = max(QFontMetrics(hm.font()).horizontalAdvance(t) for t in labels)
     assert widest > BAR_AXIS_PX - 10  # pyqtgraph's fixed 45 px would clip these ("-0.0010", "-10000")
     assert axis.width() >= widest + 5
+
+
+def test_chips_are_laid_out_again_when_their_text_changes(qtbot, window):
+    """Chips wrap in reading order and never overlap, through edits that widen, narrow and add them."""
+    tokens = window.panels["tokens"]
+
+    def visible_chips():
+        QApplication.processEvents()
+        return [c for c in tokens.chips if c.isVisible()]
+
+    for text in ("the cat sat", "the catttttttttttttttt sat on the mat . the dog", "a a a a a a a a a a a a a a", "the cat"):
+        window.session.set_text(text)
+        chips = visible_chips()
+        assert len(chips) == len(window.session.encoding)
+        rects = [c.geometry() for c in chips]
+        for a, b in zip(rects, rects[1:]):  # reading order: right of the last one, or on a lower line
+            assert b.left() >= a.right() or b.top() > a.top()
+        for i, a in enumerate(rects):
+            assert a.width() >= chips[i].sizeHint().width()  # laid out for its current text
+            assert all(not a.intersects(b) for b in rects[i + 1:])
+            assert a.right() <= tokens.strip.width()

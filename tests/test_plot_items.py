@@ -125,3 +125,20 @@ def test_an_axis_without_a_fixed_width_grows_to_its_labels(qtbot):
     assert axis.width() >= widest
     ticks, drawn = axis._placed(axis.mapRectFromParent(axis.geometry()), axis.style["tickFont"] or QFont())
     assert sorted(st.text() for _, st in drawn) == sorted(labels)
+
+
+def test_the_same_matrix_again_is_not_rendered_again_but_a_change_is(heatmap):
+    data = np.arange(8, dtype=np.float32).reshape(4, 2)
+    heatmap.graphics.grab()
+    first = heatmap.image.qimage
+    heatmap.set_data(data.copy(), (0, 7), ["0 a", "1 b", "2 c", "3 changed label"], None)
+    heatmap.graphics.grab()
+    assert heatmap.image.qimage is first  # labels changed, picture did not: no new render
+    data[3, 1] = 0.0
+    heatmap.set_data(data, (0, 7), ["0 a", "1 b", "2 c", "3 d"], None)
+    heatmap.graphics.grab()
+    assert heatmap.image.qimage is not first
+    np.testing.assert_array_equal(heatmap.image.image, data)
+    heatmap.clear()
+    heatmap.set_data(data, (0, 7), ["0 a", "1 b", "2 c", "3 d"], None)  # shown again after a clear
+    np.testing.assert_array_equal(heatmap.image.image, data)

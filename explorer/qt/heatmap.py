@@ -218,8 +218,12 @@ class Heatmap(QWidget):
         ``row_labels`` / ``col_labels`` None label rows / columns with their index (dimensions).
         """
         data = np.asarray(data, dtype=np.float32)
+        levels = (float(levels[0]), float(levels[1]))
+        # The same picture again (p_i while typing at the end, a selection change) is not redrawn.
+        unchanged = (self.image.image is not None and levels == self.levels and data.shape == self.data.shape
+                     and np.array_equal(data, self.data, equal_nan=True))
         self.data = data
-        self.levels = (float(levels[0]), float(levels[1]))
+        self.levels = levels
         self.row_labels = None if row_labels is None else list(row_labels)
         self.col_labels = None if col_labels is None else list(col_labels)
         if data.size == 0:
@@ -231,7 +235,8 @@ class Heatmap(QWidget):
             self.readout.setText(" ")
             return
         rows, cols = data.shape
-        self.image.setImage(data, levels=self.levels, autoLevels=False)
+        if not unchanged:
+            self.image.setImage(data, levels=self.levels, autoLevels=False)
         self.set_bar_levels(self.levels)
         if (rows, cols) != self._range:  # fixed view range, changed only with the shape
             self._range = (rows, cols)

@@ -177,7 +177,6 @@ class TokensPanel(QWidget):
             label.setVisible(True)
         for label in self.chips[len(self.chip_data):]:
             label.setVisible(False)
-        self.strip_layout.invalidate()
 
     def _show_hint(self) -> None:
         """Without a vocabulary the text is token ids: say so, with the valid range and what was left out."""
