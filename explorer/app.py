@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from explorer.qt.main_window import ICON, MainWindow
+    from explorer.qt.session import Session
 
     _quiet_harmless_qt_warnings()
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -151,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshot:  # a fresh layout, not the user's, and no modal dialogs
         _headless_dialogs(failures)
         settings = QSettings(str(Path(tempfile.mkdtemp()) / "screenshot.ini"), QSettings.Format.IniFormat)
-    window = MainWindow(settings=settings)
+    # A screenshot traces on this thread: a slow model's worker-thread result (and the panels that
+    # follow it one per event-loop turn) would otherwise arrive after the picture was taken.
+    session = Session(compute_mode="sync") if args.screenshot else None
+    window = MainWindow(session=session, settings=settings)
     if args.screenshot:
         if not _load(window, args):
             _dispose(app, window)

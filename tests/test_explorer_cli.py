@@ -86,3 +86,25 @@ def test_no_display_is_a_clear_error_not_an_abort():
     r = subprocess.run([sys.executable, "-m", "explorer"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and "no display" in r.stderr
+
+
+def test_a_screenshot_of_a_slow_model_shows_the_trace_of_the_text(monkeypatch, tmp_path, tiny_file, qapp):
+    """In a screenshot every model is traced before the picture, even one slow enough that the
+    app would trace it on the worker thread (every model counts as slow here)."""
+    import explorer.app as app_module
+    import explorer.qt.session as session_module
+    from explorer.qt.panels.lazy import Pacer
+
+    monkeypatch.setattr(session_module, "ASYNC_MS", 0.0)
+    seen = []
+    render = app_module._render
+
+    def checked_render(widget, size, out, app):
+        s = widget.session
+        seen.append((s.text, s.trace.n_tokens if s.trace is not None else None, s.busy, Pacer.of(s).pending))
+        render(widget, size, out, app)
+
+    monkeypatch.setattr(app_module, "_render", checked_render)
+    out = tmp_path / "slow.png"
+    assert app_module.main([str(tiny_file), "--text", "the cat sat", "--screenshot", str(out), "--size", "800x500"]) == 0
+    assert seen == [("the cat sat", 3, False, 0)] and out.exists()
