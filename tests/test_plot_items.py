@@ -142,3 +142,12 @@ def test_the_same_matrix_again_is_not_rendered_again_but_a_change_is(heatmap):
     heatmap.clear()
     heatmap.set_data(data, (0, 7), ["0 a", "1 b", "2 c", "3 d"], None)  # shown again after a clear
     np.testing.assert_array_equal(heatmap.image.image, data)
+
+
+def test_label_widths_follow_a_new_tick_font(heatmap):
+    axis = heatmap.plot.getAxis("left")
+    small = axis.label_width(LONG)
+    big = QFont()
+    big.setPointSizeF(QFont().pointSizeF() * 2)
+    axis.setTickFont(big)
+    assert axis.label_width(LONG) > 1.5 * small

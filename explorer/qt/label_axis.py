@@ -34,11 +34,21 @@ class LabelAxis(pg.AxisItem):
         super().__init__(orientation, **kwargs)
         self._static: dict[str, QStaticText] = {}
         self._static_font: QFont | None = None
+        self._widths: dict[str, float] = {}  # label_width's answers (asked for every label per keystroke)
+
+    def setTickFont(self, font) -> None:  # noqa: N802 (pyqtgraph API)
+        super().setTickFont(font)
+        self._static, self._widths = {}, {}
+
+    def setStyle(self, **kwargs) -> None:  # noqa: N802 (pyqtgraph API)
+        super().setStyle(**kwargs)
+        if "tickFont" in kwargs:
+            self._static, self._widths = {}, {}
 
     def static_text(self, text: str, font: QFont) -> QStaticText:
         """The laid-out label ``text`` in ``font`` (cached; the cache is cleared on a font change)."""
         if font != self._static_font or len(self._static) >= MAX_CACHED:
-            self._static, self._static_font = {}, QFont(font)
+            self._static, self._static_font, self._widths = {}, QFont(font), {}
         st = self._static.get(text)
         if st is None:
             st = QStaticText(text)
@@ -49,7 +59,11 @@ class LabelAxis(pg.AxisItem):
 
     def label_width(self, text: str) -> float:
         """Width in px of ``text`` drawn as a label of this axis (laid out once, then cached)."""
-        return self.static_text(text, self.style["tickFont"] or QFont()).size().width()
+        width = self._widths.get(text)
+        if width is None:
+            width = self.static_text(text, self.style["tickFont"] or QFont()).size().width()
+            self._widths[text] = width
+        return width
 
     def paint(self, p: QPainter, opt, widget) -> None:  # noqa: D102 (QGraphicsItem API)
         if self._tickLevels is None or self.orientation not in ("left", "right", "top", "bottom"):
