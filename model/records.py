@@ -11,7 +11,10 @@ import numpy as np
 
 def _frozen(t) -> np.ndarray:
     """A read-only float32 numpy copy of a (1, ...) torch tensor, batch axis removed."""
-    a = np.ascontiguousarray(t.detach().to("cpu").float().numpy()[0])
+    t = t.detach()
+    if t.device.type != "cpu" or not (t.dtype.is_floating_point and t.element_size() == 4):
+        t = t.to("cpu").float()  # skipped for CPU float32 (each call costs dispatch time)
+    a = np.ascontiguousarray(t.numpy()[0])
     a.setflags(write=False)
     return a
 

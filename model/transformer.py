@@ -315,15 +315,16 @@ class GPT(nn.Module):
         ValueError
             When an id is outside [0, vocab_size).
         """
-        ids = torch.as_tensor(np.asarray(token_ids, dtype=np.int64).reshape(-1))
-        n_ctx = self.config.context_length
-        dropped = max(0, int(ids.numel()) - n_ctx)
-        ids = ids[dropped:]
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
-            bad = [int(i) for i in ids if not 0 <= int(i) < self.config.vocab_size][0]
+        if isinstance(token_ids, torch.Tensor):
+            token_ids = token_ids.detach().cpu()
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
+        dropped = max(0, ids.size - self.config.context_length)
+        ids = np.ascontiguousarray(ids[dropped:])  # checked in numpy: cheaper than in torch
+        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            bad = int(ids[(ids < 0) | (ids >= self.config.vocab_size)][0])
             raise ValueError(f"token id {bad} is outside the vocabulary (0..{self.config.vocab_size - 1})")
         device = self.tok_emb.weight.device
         rec: dict = {}
-        logits = self._run(ids.to(device).unsqueeze(0), positional_encoding, causal, rec)
+        logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec)
         uses_pe = positional_encoding and self.pos_emb is not None
-        return Trace.from_records(ids.numpy(), dropped, uses_pe, causal, rec, logits)
+        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits)

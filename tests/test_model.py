@@ -199,6 +199,18 @@ def test_one_token_attends_to_itself(model):
 def test_out_of_vocabulary_ids_are_refused(model):
     with pytest.raises(ValueError, match="token id 23 is outside the vocabulary"):
         model.trace([1, 23])
+    with pytest.raises(ValueError, match="token id -1 is outside the vocabulary"):
+        model.trace(np.array([3, -1, 2]))
+
+
+def test_trace_takes_lists_numpy_and_torch_ids_alike(model):
+    ids = [2, 7, 1, 5]
+    ref = model.trace(ids)
+    for given in (np.array(ids, np.int32), torch.tensor(ids), torch.tensor([ids])[0, :]):
+        tr = model.trace(given)
+        np.testing.assert_array_equal(tr.token_ids, ids)
+        np.testing.assert_array_equal(tr.logits, ref.logits)
+    assert not ref.token_ids.flags.writeable and not ref.blocks[0].q.flags.writeable
 
 
 def test_forward_refuses_more_than_the_context(model):
