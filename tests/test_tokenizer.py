@@ -78,8 +78,14 @@ def test_any_text_encodes_without_raising(text):
 
 
 def test_odd_text_never_raises(tok):
-    for text in ["a\ud800b", "👨\u200d👩\u200d👧", "\x00\x01", "\u202e", "ﬁ", "x" * 10_000]:
+    for text in ["a\ud800b", "👨\u200d👩\u200d👧", "\x00\x01", "\u202e", "ﬁ", "x" * 10_000, "\ud800e\u0301 cafe\u0301"]:
         tok.encode(text)
+
+
+def test_token_strings_are_the_vocabulary_entries_of_the_ids(tok):
+    enc = tok.encode("The cat sat on a zzqx! Café, cafe\u0301 and 🙂.")
+    assert tok.unk_id in enc.ids  # an unknown word is among them
+    assert enc.tokens == tuple(tok.id_to_token(i) for i in enc.ids)
 
 
 def test_json_round_trip(tok):
