@@ -21,15 +21,15 @@ def text_of(n_tokens: int) -> str:
     return " ".join(words)
 
 
-def measure(app, window, n_tokens: int, edits: int) -> dict[str, float]:
-    """Median and p95 ms of ``edits`` key presses at T = ``n_tokens``, with the parts' medians."""
+def _type_at_end(app, window, text: str, edits: int) -> dict[str, list[float]]:
+    """Put ``text`` in the editor, then time ``edits`` key presses at its end (ms, by part)."""
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QTextCursor
     from PySide6.QtTest import QTest
 
     session = window.session
     editor = window.panels["tokens"].editor
-    editor.setPlainText(text_of(n_tokens))
+    editor.setPlainText(text)
     editor.moveCursor(QTextCursor.MoveOperation.End)
     editor.setFocus()
     settle(app)
@@ -45,7 +45,24 @@ def measure(app, window, n_tokens: int, edits: int) -> dict[str, float]:
         parts["paint"].append((t2 - t1) * 1e3)
         parts["model"].append(session.last_model_ms)
         parts["views"].append(session.last_draw_ms)
-        parts["tokenize"].append(getattr(session, "last_tokenize_ms", float("nan")))
+        parts["tokenize"].append(session.last_tokenize_ms)
+    return parts
+
+
+def after_paste(app, window, n_words: int = 200_000, edits: int = 20) -> dict[str, float]:
+    """Median ms of a key press at the end of a pasted text of ``n_words`` words (about 1 MB, in
+    lines of 50 words, like pasted stories), and the median tokenize part of it."""
+    words = text_of(n_words).split(" ")
+    text = "\n".join(" ".join(words[i:i + 50]) for i in range(0, len(words), 50))
+    parts = _type_at_end(app, window, text, edits)
+    return {"keystroke_ms_median_after_1mb_paste": stats(parts["total"])[0],
+            "keystroke_tokenize_ms_median_after_1mb_paste": stats(parts["tokenize"])[0]}
+
+
+def measure(app, window, n_tokens: int, edits: int) -> dict[str, float]:
+    """Median and p95 ms of ``edits`` key presses at T = ``n_tokens``, with the parts' medians."""
+    parts = _type_at_end(app, window, text_of(n_tokens), edits)
+    session = window.session
     assert session.trace is not None and session.trace.n_tokens == n_tokens, "the edits changed T"
     out = {}
     median, p95 = stats(parts["total"])

@@ -29,6 +29,7 @@ def _run_sections(args) -> dict[str, float]:
     if "keystroke" in want:
         for n in (1, 16, 32):
             results.update(keystroke.measure(app, window, n, edits=200))
+        results.update(keystroke.after_paste(app, window))
     if "trace" in want:
         results.update(trace_overhead.measure(window.session.model, reps=300 if quick else 900))
     if "big" in want:

@@ -315,11 +315,18 @@ class GPT(nn.Module):
         ValueError
             When an id is outside [0, vocab_size).
         """
+        n_ctx = self.config.context_length
+        skipped = 0
+        if isinstance(token_ids, (list, tuple)) and len(token_ids) > n_ctx:
+            # Crop before converting: a pasted book is 10^5 ids, of which n_ctx are run.
+            skipped = len(token_ids) - n_ctx
+            token_ids = token_ids[skipped:]
         if isinstance(token_ids, torch.Tensor):
             token_ids = token_ids.detach().cpu()
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
-        dropped = max(0, ids.size - self.config.context_length)
+        dropped = max(0, ids.size - n_ctx)
         ids = np.ascontiguousarray(ids[dropped:])  # checked in numpy: cheaper than in torch
+        dropped += skipped
         if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
             bad = int(ids[(ids < 0) | (ids >= self.config.vocab_size)][0])
             raise ValueError(f"token id {bad} is outside the vocabulary (0..{self.config.vocab_size - 1})")

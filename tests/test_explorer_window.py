@@ -240,3 +240,18 @@ def test_a_model_slow_at_warm_up_runs_off_the_gui_thread_from_the_first_key(qtbo
     qtbot.waitUntil(lambda: not s.busy, timeout=10000)
     assert s.trace.n_tokens == 2
     s.shutdown()
+
+
+def test_typing_after_a_long_paste_re_tokenizes_only_the_end(window, monkeypatch):
+    s = window.session
+    tok = s.tokenizer
+    pasted = "the cat sat on the mat .\n" * 2000  # 48,000 characters
+    s.set_text(pasted)
+    whole = []
+    encode = tok.encode
+    monkeypatch.setattr(tok, "encode", lambda text: whole.append(len(text)) or encode(text))
+    for typed in (" the", " the d", " the do", " the dog"):
+        s.set_text(pasted + typed)
+        assert s.encoding == encode(s.text)
+        assert list(s.trace.token_ids) == list(s.encoding.ids[-s.config.context_length:])
+    assert whole and max(whole) < 200  # never the whole text again

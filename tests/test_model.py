@@ -181,6 +181,11 @@ def test_cropping_keeps_the_last_context_length_tokens(model):
     tr = model.trace(ids)
     assert tr.dropped == 12 and tr.token_ids.tolist() == ids[-8:]
     np.testing.assert_array_equal(tr.logits, model.trace(ids[-8:]).logits)
+    for given in (tuple(ids), np.array(ids), torch.tensor(ids)):  # cropped before or after converting
+        same = model.trace(given)
+        assert same.dropped == 12 and same.token_ids.tolist() == ids[-8:]
+    with pytest.raises(ValueError, match="token id 99"):  # a bad id among those run is refused
+        model.trace(ids[:7] + [99])
 
 
 def test_zero_tokens_give_a_defined_empty_trace(model):

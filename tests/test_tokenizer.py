@@ -100,3 +100,47 @@ def test_vocab_list_tokenizer():
     assert t.encode("The cat. dog").ids == (1, 2, 3, 0)
     with pytest.raises(ValueError, match="duplicate"):
         word_tokenizer_from_vocab([UNK, "a", "a"])
+
+
+# Pieces that stress word boundaries: runs of spaces and newlines, punctuation, apostrophes,
+# decomposed accents (a combining mark after a space), emoji, <|endoftext|>.
+PIECES = ["the", "cat", "Café", "cafe\u0301", " ", "  ", "\n", "\t", ".", ",", "!", "'s", "don't", "🙂", "\u0301",
+          "<|endoftext|>", "zzqx", "1984", "x"]
+
+
+def _edit_tokenizers():
+    from pathlib import Path
+
+    from model.interop.vocab import char_tokenizer, gpt2_tokenizer
+
+    found = [train_word_tokenizer(TEXTS, vocab_size=64), char_tokenizer("abcdefghijklmnopqrstuvwxyz .,!'\n")]
+    gpt2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"
+    if gpt2.is_dir():
+        found.append(gpt2_tokenizer(gpt2))
+    return found
+
+
+EDIT_TOKENIZERS = _edit_tokenizers()
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.lists(st.sampled_from(PIECES), min_size=0, max_size=60),
+       edit=st.lists(st.sampled_from(PIECES), max_size=3), where=st.floats(0, 1), removed=st.integers(0, 6),
+       which=st.integers(0, 2))
+def test_encoding_an_edit_gives_what_encoding_the_whole_text_gives(base, edit, where, removed, which):
+    tok = EDIT_TOKENIZERS[which % len(EDIT_TOKENIZERS)]
+    before = "".join(base)
+    at = int(where * len(before))
+    text = before[:at] + "".join(edit) + before[at + removed:]
+    assert tok.encode_edit(text, before, tok.encode(before)) == tok.encode(text)
+
+
+def test_typing_at_the_end_of_a_long_text_re_encodes_only_the_end(tok, monkeypatch):
+    before = "the cat sat on the mat . " * 2000
+    old = tok.encode(before)
+    seen = []
+    encode = tok.encode
+    monkeypatch.setattr(tok, "encode", lambda text: seen.append(len(text)) or encode(text))
+    text = before + "the dog"
+    assert tok.encode_edit(text, before, old) == encode(text)
+    assert seen and max(seen) < 100  # only the last few words, not 50,000 characters

@@ -130,9 +130,16 @@ class TokensPanel(QWidget):
         layout.addLayout(options)
 
     def _on_editor_text_changed(self) -> None:
-        self.session.set_text(self.editor.toPlainText())
+        self._typed = self.editor.toPlainText()  # kept: reading 1 MB back costs a millisecond
+        try:
+            self.session.set_text(self._typed)
+        finally:
+            self._typed = None
 
     def _on_session_text_changed(self) -> None:
+        typed = getattr(self, "_typed", None)
+        if typed is not None and typed == self.session.text:
+            return  # the session took the editor's text as it is
         if self.editor.toPlainText() != self.session.text:  # changed elsewhere (e.g. a next-token click)
             self.editor.blockSignals(True)
             self.editor.setPlainText(self.session.text)
