@@ -255,3 +255,40 @@ def test_typing_after_a_long_paste_re_tokenizes_only_the_end(window, monkeypatch
         assert s.encoding == encode(s.text)
         assert list(s.trace.token_ids) == list(s.encoding.ids[-s.config.context_length:])
     assert whole and max(whole) < 200  # never the whole text again
+
+
+def test_paced_drawing_time_is_one_update_s_not_a_running_total(qtbot, tiny_checkpoint):
+    s = Session(compute_mode="sync")
+    s.set_checkpoint(tiny_checkpoint)
+    s.set_text("the cat")
+    immediate = s.last_draw_ms  # drawn while the trace was announced (no panels here)
+    s.set_paced_draw_ms(5.0)  # the panels paced after that trace
+    assert s.last_draw_ms == pytest.approx(immediate + 5.0)
+    s.set_paced_draw_ms(3.0)  # a later batch (a selection change) alone
+    assert s.last_draw_ms == pytest.approx(3.0)
+    s.set_paced_draw_ms(3.0)
+    assert s.last_draw_ms == pytest.approx(3.0)
+
+
+def test_queued_panels_of_a_closed_window_are_skipped(qtbot, tmp_path, tiny_checkpoint):
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    from explorer.qt.panels.lazy import Pacer
+
+    window = make_window(None, tmp_path, tiny_checkpoint, compute_mode="async")  # its session outlives it
+    s, pacer = window.session, Pacer.of(window.session)
+    qtbot.waitUntil(lambda: not s.busy and pacer.pending == 0)
+    s.set_text("the cat sat")
+    qtbot.waitUntil(lambda: pacer.pending > 0)
+    window.close()
+    window.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    qtbot.waitUntil(lambda: pacer.pending == 0)  # pytest-qt fails the test on an exception in a slot
+    s.shutdown()
+
+
+def test_the_session_holds_the_text_as_the_editor_stores_it(window):
+    s, editor = window.session, window.panels["tokens"].editor
+    s.set_text("a\u00a0b\u2028c\u2029d\r\ne")
+    assert s.text == editor.toPlainText() == "a b\nc\nd\ne"

@@ -9,8 +9,8 @@ from PySide6.QtWidgets import QApplication
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QFont, QImage
 
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, MatrixImage, colormap
-from explorer.qt.label_axis import LabelAxis
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap
+from explorer.qt.plot_items import LabelAxis, MatrixImage
 
 SHORT, LONG = "0 a", "3 somewhat-longer-word"
 
@@ -151,3 +151,24 @@ def test_label_widths_follow_a_new_tick_font(heatmap):
     big.setPointSizeF(QFont().pointSizeF() * 2)
     axis.setTickFont(big)
     assert axis.label_width(LONG) > 1.5 * small
+
+
+def test_a_long_title_never_pushes_the_colour_bar_out_of_a_narrow_heatmap(qtbot):
+    hm = Heatmap("a rather long title for such a narrow heatmap")
+    qtbot.addWidget(hm)
+    hm.resize(220, 300)
+    hm.show()
+    hm.set_data(np.zeros((4, 64), np.float32), (-0.1116, 0.1116), ["0 a", "1 b", "2 c", "3 d"], None)
+    QApplication.processEvents()
+    title_width = hm.plot.titleLabel.item.boundingRect().width()
+    assert hm.graphics.ci.minimumWidth() < title_width  # the title does not set the plot's width
+    bar_right = hm.graphics.mapFromScene(hm.bar.axis.sceneBoundingRect().topRight()).x()
+    assert bar_right <= hm.graphics.width()  # the colour bar's labels are inside the widget
+
+
+def test_an_array_changed_in_place_and_given_again_is_drawn_again(heatmap):
+    data = np.zeros((4, 2), np.float32)
+    heatmap.set_data(data, (0, 1), ["0 a", "1 b", "2 c", "3 d"], None)
+    data[0, 0] = 1.0
+    heatmap.set_data(data, (0, 1), ["0 a", "1 b", "2 c", "3 d"], None)
+    assert heatmap.image.image[0, 0] == 1.0

@@ -21,6 +21,10 @@ from model import Checkpoint, Encoding, Trace
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
 ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
 _EMPTY = Encoding(ids=(), tokens=(), spans=())
+# What QPlainTextEdit.toPlainText() gives for these (QTextDocument::toPlainText): line breaks,
+# paragraph and line separators and Qt's frame marks become "\n", a no-break space a space.
+_AS_EDITOR_STORES = str.maketrans({"\r": "\n", "\u2028": "\n", "\u2029": "\n", "\ufdd0": "\n",
+                                   "\ufdd1": "\n", "\u00a0": " "})
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ class Session(QObject):
         self.last_model_ms = 0.0
         self.last_tokenize_ms = 0.0
         self.last_draw_ms = 0.0
+        self._unpaced_draw_ms = 0.0
         self.error = ""
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(1)
@@ -163,10 +168,11 @@ class Session(QObject):
     def set_text(self, text: str) -> None:
         """Set the text; the trace follows (at once, or from the worker thread).
 
-        Line breaks are normalised to ``\n``, as the text editor stores them, so that the
-        session and the editor always hold the same text (and the same character offsets).
+        Line breaks (and U+2028, U+2029) become ``\n`` and a no-break space a space, as the text
+        editor stores them, so that the session and the editor always hold the same text (and
+        the same character offsets).
         """
-        text = str(text).replace("\r\n", "\n").replace("\r", "\n")
+        text = str(text).replace("\r\n", "\n").translate(_AS_EDITOR_STORES)
         if text == self._text:
             return
         before, self._text = self._text, text
@@ -212,10 +218,12 @@ class Session(QObject):
         self._weights = {}
         self._request()
 
-    def add_draw_ms(self, ms: float) -> None:
-        """Add drawing done after sig_trace_changed returned (panels paced one per event-loop
-        turn) to ``last_draw_ms``, and emit sig_timing_changed."""
-        self.last_draw_ms += ms
+    def set_paced_draw_ms(self, ms: float) -> None:
+        """Report drawing that panels did one per event-loop turn, after a new trace or selection:
+        ``last_draw_ms`` becomes that update's whole drawing time (after a trace, the part drawn
+        while sig_trace_changed was emitted plus ``ms``); emits sig_timing_changed."""
+        self.last_draw_ms = self._unpaced_draw_ms + ms
+        self._unpaced_draw_ms = 0.0  # a later batch (a selection change) is counted on its own
         self.sig_timing_changed.emit()
 
     def shutdown(self, timeout_ms: int = 30000) -> None:
@@ -288,5 +296,5 @@ class Session(QObject):
         self.sig_trace_changed.emit()
         if clamped:
             self.sig_selection_changed.emit()
-        self.last_draw_ms = (time.perf_counter() - t0) * 1e3
+        self.last_draw_ms = self._unpaced_draw_ms = (time.perf_counter() - t0) * 1e3
         self.sig_timing_changed.emit()

@@ -9,8 +9,8 @@ from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, MatrixImage, colormap, settle_view
-from explorer.qt.label_axis import LabelAxis
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
+from explorer.qt.plot_items import LabelAxis, MatrixImage
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import shiboken6
 from PySide6.QtCore import QObject, QTimer
 
 
@@ -57,13 +58,14 @@ class Pacer(QObject):
         if self._queue:
             panel = self._queue.pop(0)
             t0 = time.perf_counter()
-            if panel.is_shown():  # hidden since it was queued: it catches up when shown
+            # Deleted since it was queued (its window closed), or hidden: it catches up when shown.
+            if shiboken6.isValid(panel) and panel.is_shown():
                 panel.catch_up()
             self._draw_ms += (time.perf_counter() - t0) * 1e3
         if self._queue:
             self._timer.start()
         else:
-            self._session.add_draw_ms(self._draw_ms)
+            self._session.set_paced_draw_ms(self._draw_ms)
             self._draw_ms = 0.0
 
 

@@ -13,7 +13,7 @@ from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id, is_byte_level, readable_token
 from explorer.core.views import token_label
 from explorer.qt.heatmap import settle_view, widen_axis
-from explorer.qt.label_axis import LabelAxis
+from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 

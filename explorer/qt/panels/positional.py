@@ -23,7 +23,7 @@ from explorer.core.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
 from explorer.qt import dialogs
 from explorer.qt.heatmap import SEQUENTIAL, Heatmap
-from explorer.qt.label_axis import LabelAxis
+from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
