@@ -25,6 +25,14 @@ TINY_SENTENCES = (
 TINY_SEED = 1234
 
 
+@pytest.fixture
+def dialogs(monkeypatch):
+    """Every dialog recorded instead of shown (explorer_helpers.DialogRecorder)."""
+    from explorer_helpers import DialogRecorder
+
+    return DialogRecorder().install(monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """A word-level tokenizer trained on :data:`TINY_SENTENCES` (<unk> = 0, <|endoftext|> = 1)."""

@@ -13,12 +13,7 @@ from explorer.core.nexttoken import top_k
 from explorer.core.views import axis_labels
 from explorer.qt.panels import PANELS
 from conftest import make_tiny_checkpoint
-from explorer_helpers import DialogRecorder, click_cell, lut_colour, make_window, pixel_at_cell
-
-
-@pytest.fixture
-def dialogs(monkeypatch):
-    return DialogRecorder().install(monkeypatch)
+from explorer_helpers import click_cell, lut_colour, make_window, pixel_at_cell
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,8 @@ from conftest import make_tiny_checkpoint
 from explorer.core.defaults import DEFAULT_CHECKPOINT
 from explorer.core.export import CSV_HEADER
 from explorer.qt.session import Session
-from explorer_helpers import DialogRecorder, make_window
+from explorer_helpers import make_window
 from model import save_checkpoint
-
-
-@pytest.fixture
-def dialogs(monkeypatch):
-    return DialogRecorder().install(monkeypatch)
 
 
 @pytest.fixture
