@@ -20,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_checkpoint, save_as
-from model.interop.common import propose_n_heads
-from model.interop.nanogpt import strip_prefixes
-from model.interop.safe_pickle import referenced_globals
-from model.interop.vocab import char_tokenizer, gpt2_tokenizer, word_vocab_tokenizer
+from model.formats.common import propose_n_heads
+from model.formats.nanogpt import strip_prefixes
+from model.formats.safe_pickle import referenced_globals
+from model.formats.vocab import char_tokenizer, gpt2_tokenizer, word_vocab_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
 GPT2_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"

@@ -111,7 +111,7 @@ PIECES = ["the", "cat", "Café", "cafe\u0301", " ", "  ", "\n", "\t", ".", ",", 
 def _edit_tokenizers():
     from pathlib import Path
 
-    from model.interop.vocab import char_tokenizer, gpt2_tokenizer
+    from model.formats.vocab import char_tokenizer, gpt2_tokenizer
 
     found = [train_word_tokenizer(TEXTS, vocab_size=64), char_tokenizer("abcdefghijklmnopqrstuvwxyz .,!'\n")]
     gpt2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"

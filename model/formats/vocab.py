@@ -27,7 +27,7 @@ from tokenizers import Regex, decoders, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import BPE, WordLevel
 
-from model.checkpoint import CheckpointError
+from model.formats.errors import CheckpointError
 from model.tokenizer import WORD_PATTERN, Tokenizer, word_tokenizer_from_vocab
 
 GPT2_VOCAB_SIZE = 50257
@@ -227,7 +227,7 @@ def tokenizer_from_path(path: Path) -> Tokenizer:
         When the path is none of: a folder with GPT-2's files, a meta.pkl, a word-vocabulary
         JSON, a tokenizer.json.
     """
-    from model.interop.safe_pickle import load_restricted
+    from model.formats.safe_pickle import load_restricted
 
     path = Path(path)
     if path.is_dir():

@@ -17,14 +17,18 @@ from typing import Any
 
 import torch
 
-from model.checkpoint import CheckpointError
-from model.interop.common import Converted, Keys, check_n_heads, make_config, needs_n_heads
-from model.interop.safe_pickle import load_restricted
-from model.interop.vocab import (
+from model.formats.base import CheckpointError
+from model.formats.base import Checkpoint, NotThisFormat, OpenOptions, Source
+from model.formats.common import (
+    Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads,
+)
+from model.formats.safe_pickle import load_restricted
+from model.formats.vocab import (
     GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, find_gpt2_tokenizer, gpt2_search_dirs, tokenizer_from_meta,
 )
 
 FORMAT = "nanogpt"
+DESCRIPTION = "nanoGPT ckpt.pt (or its bare state_dict)"
 PREFIXES = ("_orig_mod.", "module.")
 _WTE = "transformer.wte.weight"
 
@@ -67,6 +71,23 @@ def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
         if _WTE in state:
             return state, None, {}
     return None
+
+
+def read(source: Source, options: OpenOptions) -> Checkpoint:
+    """Open a nanoGPT checkpoint (or bare state dict) as our model.
+
+    Raises
+    ------
+    NotThisFormat
+        When the file holds no nanoGPT state dict.
+    NeedsInput, CheckpointError
+        As :func:`model.checkpoint.load_any`.
+    """
+    obj = foreign_object(source)
+    found = recognise(source.path, obj)
+    if found is None:
+        raise NotThisFormat(first_keys(obj))
+    return finish(source, convert(source.path, *found, n_heads=options.n_heads), options)
 
 
 def _drop_mask_buffers(state: dict[str, Any]) -> dict[str, Any]:
