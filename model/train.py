@@ -114,7 +114,7 @@ def _load_tokenizer(path: str) -> Tokenizer:
 def _shape_config(args: argparse.Namespace, vocab_size: int) -> GPTConfig:
     shape = {k: getattr(args, k) for k in SHAPE_OPTIONS if getattr(args, k) is not None}
     if args.no_positional_encoding:
-        shape["positional_encoding"] = False
+        shape["positional"] = "none"
     if args.untied_unembed:
         shape["tied_unembed"] = False
     try:
@@ -130,7 +130,7 @@ def _resumed_model(args: argparse.Namespace) -> tuple[GPT, Tokenizer, dict]:
     wanted = _shape_config(args, ck.config.vocab_size).to_dict()
     given = {k for k in SHAPE_OPTIONS if getattr(args, k) is not None}
     if args.no_positional_encoding:
-        given.add("positional_encoding")
+        given.add("positional")
     if args.untied_unembed:
         given.add("tied_unembed")
     for key in sorted(given):

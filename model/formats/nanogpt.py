@@ -164,7 +164,7 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
     keys.finish()
     config = make_config(
         path, vocab_size=vocab, context_length=ctx, d_model=d, n_heads=heads, n_layers=n_layers,
-        d_mlp=d_mlp, qkv_bias=bias, linear_bias=bias, ln_bias=bias, gelu="exact", ln_eps=1e-5,
+        d_mlp=d_mlp, qkv_bias=bias, o_bias=bias, mlp_bias=bias, norm_bias=bias, gelu="exact", norm_eps=1e-5,
         tied_unembed=tied,
     )
     return Converted(FORMAT, config, out, _training(run, path),

@@ -22,7 +22,8 @@ from model.tokenizer import Tokenizer
 from model.transformer import GPT
 
 FORMAT_NAME = "transformer-explorer"
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: the config names the architecture (positional, norm, mlp, ...)
+READABLE_VERSIONS = ("1", "2")  # version 1 configs use the older keys (GPTConfig.from_dict reads both)
 DESCRIPTION = "Transformer Explorer .safetensors"
 
 __all__ = ["DESCRIPTION", "FORMAT_NAME", "FORMAT_VERSION", "CheckpointError", "load_checkpoint", "read",
@@ -105,7 +106,7 @@ def read(source: Source, options: OpenOptions | None = None) -> Checkpoint:
         raise NotThisFormat(
             f"{path.name}: not a Transformer Explorer checkpoint (format {fmt!r}; expected {FORMAT_NAME!r})"
         )
-    if metadata.get("format_version") != FORMAT_VERSION:
+    if metadata.get("format_version") not in READABLE_VERSIONS:
         raise fail(
             path,
             f"format version {metadata.get('format_version')!r} is not supported (expected {FORMAT_VERSION})",

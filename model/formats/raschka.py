@@ -146,7 +146,7 @@ def convert(path: Path, state: dict, n_heads: int | None) -> Converted:
     keys.finish()
     config = make_config(
         path, vocab_size=vocab, context_length=ctx, d_model=d, n_heads=heads, n_layers=n_layers,
-        d_mlp=d_mlp, qkv_bias=qkv_bias, linear_bias=bias, ln_bias=True, gelu="tanh", ln_eps=1e-5,
+        d_mlp=d_mlp, qkv_bias=qkv_bias, o_bias=bias, mlp_bias=bias, norm_bias=True, gelu="tanh", norm_eps=1e-5,
         tied_unembed=False,
     )
     training = {"source": "LLMs-from-scratch", "file": path.name}
