@@ -59,6 +59,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
         p.error(f"unknown panel {args.panel!r}; choose from {', '.join(panel_names)}")
     if args.panel is not None and not args.screenshot:
         p.error("--panel needs --screenshot")
+    if args.book and args.panel not in (None, "variants"):
+        p.error(f"--book shows the variants panel, not {args.panel!r}")
     return args
 
 

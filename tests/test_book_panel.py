@@ -101,6 +101,8 @@ def test_book_option_brings_the_variants_dock_forward_in_book_mode(qtbot, tmp_pa
     from explorer_helpers import make_window
 
     assert parse_args(["--book"], ["variants"]).book
+    with pytest.raises(SystemExit):
+        parse_args(["--book", "--screenshot", "x.png", "--panel", "attention"], ["attention", "variants"])
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
     panel = window.panels["variants"]
     assert not panel.is_shown()  # tabbed behind another dock in the default layout
