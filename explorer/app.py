@@ -1,6 +1,6 @@
 """The ``transformer-explorer`` command (also ``python -m explorer``).
 
-    transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE]
+    transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
                          [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
 Opens the main window on PATH, or on the default checkpoint in assets/. With ``--screenshot``
@@ -48,6 +48,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
     p.add_argument("--n-heads", type=int, help="heads per block, for a file that cannot tell (else asked)")
     p.add_argument("--vocab", metavar="FILE", help="the vocabulary (meta.pkl, vocabulary JSON, tokenizer.json, "
                    "GPT-2 folder), where it is not beside the file (else asked)")
+    p.add_argument("--book", action="store_true", help="open the attention variants on the book's worked "
+                   "example (Raschka, ch. 3: 'Your journey starts with one step')")
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
@@ -57,6 +59,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
         p.error(f"unknown panel {args.panel!r}; choose from {', '.join(panel_names)}")
     if args.panel is not None and not args.screenshot:
         p.error("--panel needs --screenshot")
+    if args.book and args.panel not in (None, "variants"):
+        p.error(f"--book shows the variants panel, not {args.panel!r}")
     return args
 
 
@@ -162,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         factory = {name: f for name, _, f in PANELS}.get(args.panel)
         widget = factory(window.session) if factory else window
+        if args.book:
+            _show_book(widget if args.panel == "variants" else window)
         try:
             _render(widget, args.size, args.screenshot, app)
         except OSError as exc:  # an unwritable place: one line, not a traceback
@@ -176,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     app.processEvents()
     shown = time.perf_counter() - _T0
     _load(window, args)
+    if args.book:
+        _show_book(window)
     window.statusBar().clearMessage()
     if args.startup_time:
         app.processEvents()
@@ -184,6 +192,17 @@ def main(argv: list[str] | None = None) -> int:
         _dispose(app, window)
         return 0
     return app.exec()
+
+
+def _show_book(widget) -> None:
+    """Switch the variants panel (``widget``, or the window's) to the book's example and bring it forward."""
+    from explorer.qt.panels.variants import VariantsPanel
+
+    if isinstance(widget, VariantsPanel):
+        widget.set_source("book")
+        return
+    widget.panels["variants"].set_source("book")
+    widget.docks["variants"].raise_()
 
 
 def _load(window, args) -> bool:
