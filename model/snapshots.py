@@ -97,19 +97,36 @@ def _step_of(ck: Checkpoint, relative: str) -> int | None:
 
 
 def _candidates(folder: Path) -> list[Path]:
-    """Checkpoint-named files in the folder and in its immediate subfolders (hidden and .tmp left out)."""
+    """Checkpoint-named files in the folder and in its immediate subfolders (hidden and .tmp left
+    out; unreadable subfolders too).
+
+    Raises
+    ------
+    SnapshotError
+        When the folder itself cannot be listed.
+    """
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise SnapshotError(f"{folder}: cannot be read ({exc.strerror or exc})") from None
     found = []
-    for entry in sorted(folder.iterdir()):
+    for entry in entries:
         if entry.name.startswith("."):
             continue
-        inner = sorted(entry.iterdir()) if entry.is_dir() else [entry]
+        try:
+            inner = sorted(entry.iterdir()) if entry.is_dir() else [entry]
+        except OSError:
+            continue
         found += [p for p in inner if p.is_file() and not p.name.startswith(".")
                   and p.suffix.lower() in CHECKPOINT_SUFFIXES]
     return found
 
 
-def _stat_key(path: Path) -> tuple[int, int]:
-    st = path.stat()
+def _stat_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:  # removed since it was listed
+        return None
     return st.st_mtime_ns, st.st_size
 
 

@@ -165,6 +165,10 @@ def test_device_and_process_count_checks(texts, tmp_path, monkeypatch, capsys):
         assert capsys.readouterr().err == "error: --device cuda: torch sees no CUDA GPU here (use --device cpu or auto)\n"
     assert main([*base, "--device", "gpu"]) == 2
     assert "invalid choice: 'gpu'" in capsys.readouterr().err
+    assert main([*base, "--log-file", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"error: --log-file {tmp_path}: is a folder\n"
+    assert main([*base, "--log-file", str(texts[1])]) == 2
+    assert "would overwrite an input or --out" in capsys.readouterr().err
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "16")
