@@ -44,6 +44,9 @@ class Ranks:
         return self.rank == 0
 
 
+ONE_PROCESS = Ranks()  # no torchrun: rank 0 of 1, on the CPU
+
+
 def launched_by_torchrun() -> bool:
     """True when torchrun (or ``python -m torch.distributed.run``) started this process."""
     return all(name in os.environ for name in TORCHRUN_VARIABLES)

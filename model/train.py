@@ -21,7 +21,7 @@ import torch
 from model import data, distributed
 from model.checkpoint import CheckpointError, load_checkpoint
 from model.config import GPTConfig
-from model.distributed import Ranks
+from model.distributed import ONE_PROCESS, Ranks
 from model.tokenizer import Tokenizer, train_word_tokenizer
 from model.train_args import SHAPE_OPTIONS, TrainError, build_parser, check_args, log_spaced_steps
 from model.train_loop import (
@@ -79,7 +79,7 @@ def _resumed_model(args: argparse.Namespace) -> tuple[GPT, Tokenizer, dict]:
     return ck.model.train(), ck.tokenizer, ck.training
 
 
-def prepare(args: argparse.Namespace, command: str, ranks: Ranks = Ranks()) -> Run:
+def prepare(args: argparse.Namespace, command: str, ranks: Ranks = ONE_PROCESS) -> Run:
     """Read the texts, build or load the tokenizer and the model; raise on any bad input.
 
     Under torchrun every rank reads the texts; a new tokenizer is built by rank 0 and sent to
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = shlex.join(["python", "-m", "model.train", *argv])
     main_rank = distributed.env_rank() == 0  # under torchrun only rank 0 prints
-    ranks = Ranks()
+    ranks = ONE_PROCESS
     try:
         try:
             args = build_parser().parse_args(argv)

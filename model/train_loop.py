@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from model import data, distributed
 from model.checkpoint import save_checkpoint
-from model.distributed import Ranks
+from model.distributed import ONE_PROCESS, Ranks
 from model.tokenizer import Tokenizer
 from model.train_progress import Progress
 from model.transformer import GPT
@@ -43,7 +43,8 @@ class Run:
     facts: dict = field(default_factory=dict)
 
 
-def validation_loss(model: GPT, stream: torch.Tensor, batch_size: int = 256, ranks: Ranks = Ranks()) -> float:
+def validation_loss(model: GPT, stream: torch.Tensor, batch_size: int = 256,
+                    ranks: Ranks = ONE_PROCESS) -> float:
     """Mean next-token cross-entropy over all non-overlapping context-window blocks of a stream.
 
     Parameters
@@ -306,7 +307,7 @@ class Trainer:
         return EXIT_INTERRUPTED
 
 
-def train(run: Run, t0: float, ranks: Ranks = Ranks()) -> int:
+def train(run: Run, t0: float, ranks: Ranks = ONE_PROCESS) -> int:
     """Train a prepared run; rank 0 saves ``--out`` at the end or on Ctrl+C. Returns the exit status."""
     a = run.args
     progress = Progress(a.steps, a.quiet, a.log_file, ranks)

@@ -94,7 +94,7 @@ def _wait_for_steps(log: Path, n: int, procs: list[subprocess.Popen], timeout: f
         time.sleep(0.05)
     for p in procs:
         p.kill()
-    raise AssertionError("the ranks did not reach step %d: %s" % (n, [p.communicate() for p in procs]))
+    raise AssertionError(f"the ranks did not reach step {n}: {[p.communicate() for p in procs]}")
 
 
 def test_two_processes_give_the_losses_of_one_and_ctrl_c_saves_once(texts, tmp_path, monkeypatch):
@@ -126,7 +126,7 @@ def test_two_processes_give_the_losses_of_one_and_ctrl_c_saves_once(texts, tmp_p
         p.send_signal(signal.SIGINT)  # as a terminal's Ctrl+C reaches every process
     results = [p.communicate(timeout=90) for p in procs]
     assert [p.returncode for p in procs] == [130, 130], results
-    (out0, err0), (out1, err1) = results
+    (_, err0), (out1, err1) = results
     assert out1 == "" and err1 == "", "rank 1 printed something"
     assert err0.count("interrupted at step") == 1 and "Traceback" not in err0
 
