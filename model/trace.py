@@ -39,7 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", help="the vocabulary, where it is not beside the checkpoint (a meta.pkl, "
                    "a word-vocabulary JSON, a tokenizer.json, or a folder with GPT-2's files)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
+    p.add_argument("--over-training", action="store_true", help="CHECKPOINT is a snapshot folder (or a checkpoint "
+                   "with one): print curves over the training steps (see model/trace_over_training.py)")
+    p.add_argument("--position", type=int, help="with --over-training: the query position (default the last)")
+    p.add_argument("--target", help="with --over-training: the token to follow (default the next one)")
     args = p.parse_intermixed_args(argv)  # the text may come after the options too
+    if args.over_training:
+        from model.trace_over_training import run
+
+        return run(args, _parse_ids)
     try:
         if args.ids is not None and args.text:
             raise ValueError("give the text or --ids, not both")
