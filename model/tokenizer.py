@@ -121,7 +121,9 @@ class Tokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be str, not {type(text).__name__}")
         clean = _clean(text)
-        enc = self.hf.encode(clean, add_special_tokens=False)
+        # The tokenizer's own post-processor runs: one that puts BOS first (llama2.c's, Llama's)
+        # gives it the empty span (0, 0); the others add nothing.
+        enc = self.hf.encode(clean, add_special_tokens=True)
         spans = enc.offsets
         if _has_combining_marks(text):  # a per-token loop costs 0.2 s per MB of text
             spans = [(start, _past_combining(text, end)) for start, end in spans]
