@@ -7,6 +7,7 @@ model.py, train.py and export.py. The other files are written here, following ex
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 from pathlib import Path
@@ -265,3 +266,19 @@ def test_save_as_reopens_identically(tmp_path):
     for text in (str(REF["text"]), "", "zoé 😀 42  "):
         assert again.tokenizer.encode(text) == ckpt.tokenizer.encode(text)
     assert again.training["imported_from"] == {"format": "llama2.c", "file": "model.bin"}
+
+
+def test_trace_command_on_a_folder_and_ids_without_a_tokenizer(tmp_path, capsys):
+    from model.trace import main
+
+    assert main([str(FIX), str(REF["text"]), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["token_ids"] == REF["token_ids"].tolist() and out["tokens"][:2] == ["<s>", " once"]
+    assert np.abs(np.array(out["tensors"]["logits"]) - REF["logits"]).max() <= 1e-4
+    shutil.copy(FIX / "model.bin", tmp_path / "model.bin")  # no tokenizer.bin anywhere near
+    assert main([str(tmp_path), "--ids", "1,402,424", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == ["#1", "#402", "#424"]
+    assert np.abs(np.array(out["tensors"]["logits"]) - REF["logits"][:3]).max() <= 1e-4
+    assert main([str(tmp_path), "once"]) == 2
+    assert "no vocabulary was found" in capsys.readouterr().err
