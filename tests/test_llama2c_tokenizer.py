@@ -198,3 +198,23 @@ def test_a_low_score_never_merges(tmp_path):
     tok = llama2c_tokenizer(_write_bin(tmp_path / "tokenizer.bin", PIECES, scores))
     assert 402 not in tok.encode("once upon").ids
     assert list(tok.encode("once upon").ids) == run_c_encode("once upon", PIECES, scores)
+
+
+def test_edits_re_encode_only_the_tail_and_equal_a_full_encode(tok):
+    """encode_edit keeps the tokens before an edit: the dummy prefix stands in for the space at
+    the cut, so a long text is not encoded again on every keystroke, and the result is encode()'s."""
+    rng = random.Random(5)
+    words = [p.decode() for p in PIECES[259:]] + [" zoé", " 😀", "\n", " 42."]
+    text = "".join(rng.choice(words) for _ in range(3000))
+    before = tok.encode(text)
+    calls = []
+    original = tok._encode
+    tok._encode = lambda t, *a, **k: calls.append(len(t)) or original(t, *a, **k)
+    try:
+        for _ in range(60):
+            i = rng.randint(len(text) - 300, len(text))
+            edited = text[:i] + rng.choice(["", "a", " the", "é", " ", "  "]) + text[i + rng.randint(0, 4):]
+            assert tok.encode_edit(edited, text, before) == original(edited, add_special_tokens=True)
+    finally:
+        del tok._encode
+    assert sum(n < 1000 for n in calls) >= 50  # nearly every edit re-encoded a short tail only
