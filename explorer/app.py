@@ -3,8 +3,9 @@
     transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
                          [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
-Opens the main window on PATH (a checkpoint file or folder), or on the default checkpoint in assets/. With ``--screenshot``
-it renders the window (or one panel) off-screen to a PNG of exactly that size and exits.
+Opens the main window on PATH (a checkpoint file or folder), or on the default checkpoint in
+assets/. With ``--screenshot`` it renders the window (or one panel) off-screen to a PNG of exactly
+that size and exits.
 """
 
 from __future__ import annotations

@@ -46,12 +46,18 @@ def _rope_tables(head_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tens
     return torch.cos(angles), torch.sin(angles)
 
 
+def _seven_ints(vocab_size: int) -> bytes:
+    """The header fields both versions write: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, max_seq_len."""
+    a = ARGS
+    return struct.pack("<7i", a["dim"], HIDDEN, a["n_layers"], a["n_heads"], a["n_kv_heads"], vocab_size, a["max_seq_len"])
+
+
 def write_v0(path: Path, state: dict, output: torch.Tensor | None = None) -> Path:
     """export.py's legacy_export; ``output`` given = a separate classifier (negative vocab_size)."""
     a = ARGS
     vocab = a["vocab_size"] if output is None else -a["vocab_size"]
     with open(path, "wb") as f:
-        f.write(struct.pack("<7i", a["dim"], HIDDEN, a["n_layers"], a["n_heads"], a["n_kv_heads"], vocab, a["max_seq_len"]))
+        f.write(_seven_ints(vocab))
         _floats(f, state["tok_embeddings.weight"])
         for name in ("attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
                      "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"):
@@ -70,7 +76,7 @@ def write_v1(path: Path, state: dict, output: torch.Tensor | None = None, versio
     a = ARGS
     with open(path, "wb") as f:
         f.write(struct.pack("<I", 0x616B3432) + struct.pack("<i", version))
-        f.write(struct.pack("<7i", a["dim"], HIDDEN, a["n_layers"], a["n_heads"], a["n_kv_heads"], a["vocab_size"], a["max_seq_len"]))
+        f.write(_seven_ints(a["vocab_size"]))
         f.write(struct.pack("B", int(output is None)))
         f.write(b"\0" * (256 - f.tell()))
         weights = [*_layers(state, "attention_norm"), *_layers(state, "ffn_norm"), state["norm.weight"],

@@ -95,8 +95,8 @@ class Source:
     Raises
     ------
     CheckpointError
-        When the file is missing, neither a file nor a folder, unreadable, empty, or a safetensors file cut
-        inside its header.
+        When the path is missing, neither a file nor a folder, unreadable, empty, or a safetensors
+        file cut inside its header.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
