@@ -68,11 +68,15 @@ def test_dropping_a_folder_opens_it(window):
     assert window.session.checkpoint.path == FIX and window.session.checkpoint.source_format == "llama2.c"
 
 
-def test_a_folder_without_a_model_says_so_and_keeps_the_model(window, tmp_path, questions):
+def test_a_folder_without_a_model_or_a_cut_file_says_so_and_keeps_the_model(window, tmp_path, questions):
     before = window.session.checkpoint
     assert not window.open_checkpoint(tmp_path)
     assert questions.errors and "not a checkpoint format this app opens" in questions.errors[0][1]
-    assert window.session.checkpoint is before
+    cut = tmp_path / "model.bin"
+    cut.write_bytes((FIX / "model.bin").read_bytes()[:500_000])  # an interrupted download
+    assert not window.open_checkpoint(cut)
+    assert "model.bin: a llama2.c model.bin" in questions.errors[1][1] and "cut short" in questions.errors[1][1]
+    assert window.session.checkpoint is before and questions.asked == []
 
 
 def test_model_bin_asks_for_its_tokenizer_bin_once(window, tmp_path, questions):
