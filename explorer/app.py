@@ -3,8 +3,9 @@
     transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
                          [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
-Opens the main window on PATH, or on the default checkpoint in assets/. With ``--screenshot``
-it renders the window (or one panel) off-screen to a PNG of exactly that size and exits.
+Opens the main window on PATH (a checkpoint file or folder), or on the default checkpoint in
+assets/. With ``--screenshot`` it renders the window (or one panel) off-screen to a PNG of exactly
+that size and exits.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ def _size(text: str) -> tuple[int, int]:
 def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Namespace:
     """Parse the command line; a bad option prints one line and exits with code 2."""
     p = _Parser(prog="transformer-explorer", description="Look inside a small transformer while you type.")
-    p.add_argument("path", nargs="?", help="a checkpoint file (default: assets/tinystories-1L1H.safetensors)")
+    p.add_argument("path", nargs="?", help="a checkpoint file or folder (default: assets/tinystories-1L1H.safetensors)")
     p.add_argument("--text", default="", help="text to put in the editor")
     p.add_argument("--n-heads", type=int, help="heads per block, for a file that cannot tell (else asked)")
     p.add_argument("--vocab", metavar="FILE", help="the vocabulary (meta.pkl, vocabulary JSON, tokenizer.json, "
-                   "GPT-2 folder), where it is not beside the file (else asked)")
+                   "llama2.c tokenizer.bin, GPT-2 folder), where it is not beside the file (else asked)")
     p.add_argument("--book", action="store_true", help="open the attention variants on the book's worked "
                    "example (Raschka, ch. 3: 'Your journey starts with one step')")
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")

@@ -12,15 +12,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from model.formats import nanogpt, native, raschka
+from model.formats import llama2c, nanogpt, native, raschka
 from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
 )
 from model.formats.native import FORMAT_NAME, FORMAT_VERSION, load_checkpoint, save_checkpoint
 
-#: The readers :func:`load_any` tries, in order: our own format first.
-READERS = (native, nanogpt, raschka)
+#: The readers :func:`load_any` tries, in order: our own format first. llama2.c comes before the
+#: torch-file readers: its model.bin has no magic, and one whose first bytes look like a pickle
+#: would otherwise be handed to torch.load.
+READERS = (native, llama2c, nanogpt, raschka)
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "NeedsInput",
@@ -44,18 +46,21 @@ def load_any(
     """Open any checkpoint format the app knows, recognised from the file's contents.
 
     Our ``.safetensors``; nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
-    LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``. Foreign files are read with
+    LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
+    (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with
     ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`).
 
     Parameters
     ----------
     path : path-like
+        A file, or a folder that holds a model (llama2.c's ``out/``).
     n_heads : int, optional
         Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
         sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.
     vocab_path : path-like, optional
         The vocabulary, where it is not found beside the checkpoint: a nanoGPT ``meta.pkl``, a
-        word-vocabulary JSON with an ``itos`` list, a ``tokenizer.json``, or a folder holding
+        word-vocabulary JSON with an ``itos`` list, a ``tokenizer.json``, a llama2.c
+        ``tokenizer.bin``, or a folder holding
         GPT-2's ``encoder.json`` and ``vocab.bpe`` (plain or as tiktoken caches them).
     allow_no_tokenizer : bool
         True returns the model with ``tokenizer=None`` when no vocabulary is found (tokens are

@@ -89,13 +89,14 @@ class Source:
     path : Path
     container : str
         ``"safetensors"`` (8-byte header length, then ``{``), ``"torch-zip"`` (``PK``, what
-        torch.save writes), ``"pickle"`` (protocol 2+, torch's legacy format) or ``"unknown"``.
+        torch.save writes), ``"pickle"`` (protocol 2+, torch's legacy format), ``"folder"`` (a
+        directory: readers look inside it) or ``"unknown"``.
 
     Raises
     ------
     CheckpointError
-        When the file is missing, not a file, unreadable, empty, or a safetensors file cut
-        inside its header.
+        When the path is missing, neither a file nor a folder, unreadable, empty, or a safetensors
+        file cut inside its header.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -104,6 +105,8 @@ class Source:
 
     def _sniff(self) -> str:
         path = self.path
+        if path.is_dir():
+            return "folder"
         if not path.is_file():
             raise fail(path, "no such file" if not path.exists() else "not a file")
         try:

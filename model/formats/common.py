@@ -19,6 +19,7 @@ from model.formats.vocab import (
 )
 from model.tokenizer import Tokenizer
 
+PREFIXES = ("_orig_mod.", "module.")  # what torch.compile and DDP put before state-dict keys
 # Heads per block of GPT-2's four sizes (Radford et al. 2019), by d_model.
 GPT2_HEADS = {768: 12, 1024: 16, 1280: 20, 1600: 25}
 
@@ -97,6 +98,25 @@ class Keys:
         if self.left:
             names = ", ".join(sorted(self.left)[:5])
             raise CheckpointError(f"{self.path.name}: unexpected tensor(s) in a {self.fmt} file: {names}")
+
+
+def strip_prefixes(path: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """Remove ``_orig_mod.`` (torch.compile) / ``module.`` (DDP) from the start of each key (only the start).
+
+    Raises
+    ------
+    CheckpointError
+        When two keys become the same.
+    """
+    out = {}
+    for key, value in state.items():
+        name = key
+        while name.startswith(PREFIXES):
+            name = name[len(next(p for p in PREFIXES if name.startswith(p))):]
+        if name in out:
+            raise CheckpointError(f"{path.name}: keys {key!r} and another both mean {name!r}")
+        out[name] = value
+    return out
 
 
 def divisors(n: int) -> tuple[int, ...]:

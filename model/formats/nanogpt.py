@@ -21,6 +21,7 @@ from model.formats.base import CheckpointError
 from model.formats.base import Checkpoint, NotThisFormat, OpenOptions, Source
 from model.formats.common import (
     Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads,
+    strip_prefixes,
 )
 from model.formats.safe_pickle import load_restricted
 from model.formats.vocab import (
@@ -29,27 +30,7 @@ from model.formats.vocab import (
 
 FORMAT = "nanogpt"
 DESCRIPTION = "nanoGPT ckpt.pt (or its bare state_dict)"
-PREFIXES = ("_orig_mod.", "module.")
 _WTE = "transformer.wte.weight"
-
-
-def strip_prefixes(path: Path, state: dict[str, Any]) -> dict[str, Any]:
-    """Remove ``_orig_mod.`` / ``module.`` from the start of each key (only the start).
-
-    Raises
-    ------
-    CheckpointError
-        When two keys become the same.
-    """
-    out = {}
-    for key, value in state.items():
-        name = key
-        while name.startswith(PREFIXES):
-            name = name[len(next(p for p in PREFIXES if name.startswith(p))):]
-        if name in out:
-            raise CheckpointError(f"{path.name}: keys {key!r} and another both mean {name!r}")
-        out[name] = value
-    return out
 
 
 def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
