@@ -43,7 +43,8 @@ def _size(text: str) -> tuple[int, int]:
 def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Namespace:
     """Parse the command line; a bad option prints one line and exits with code 2."""
     p = _Parser(prog="transformer-explorer", description="Look inside a small transformer while you type.")
-    p.add_argument("path", nargs="?", help="a checkpoint file (default: assets/tinystories-1L1H.safetensors)")
+    p.add_argument("path", nargs="?", help="a checkpoint file or a Hugging Face model folder "
+                   "(default: assets/tinystories-1L1H.safetensors)")
     p.add_argument("--text", default="", help="text to put in the editor")
     p.add_argument("--n-heads", type=int, help="heads per block, for a file that cannot tell (else asked)")
     p.add_argument("--vocab", metavar="FILE", help="the vocabulary (meta.pkl, vocabulary JSON, tokenizer.json, "

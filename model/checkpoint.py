@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from model.formats import nanogpt, native, raschka
+from model.formats import hf, nanogpt, native, raschka
 from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
 )
 from model.formats.native import FORMAT_NAME, FORMAT_VERSION, load_checkpoint, save_checkpoint
 
-#: The readers :func:`load_any` tries, in order: our own format first.
-READERS = (native, nanogpt, raschka)
+#: The readers :func:`load_any` tries, in order: our own format first; a Hugging Face folder's weight
+#: file before nanoGPT (whose names GPT-2's resemble).
+READERS = (native, hf, nanogpt, raschka)
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "NeedsInput",
@@ -43,13 +44,16 @@ def load_any(
 ) -> Checkpoint:
     """Open any checkpoint format the app knows, recognised from the file's contents.
 
-    Our ``.safetensors``; nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
+    Our ``.safetensors``; a Hugging Face model folder (gpt2, gpt_neo, llama, mistral; see
+    :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``. Foreign files are read with
     ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`).
 
     Parameters
     ----------
     path : path-like
+        A file, or a folder (a Hugging Face model folder; its ``config.json`` or one of its
+        weight files stands for it too).
     n_heads : int, optional
         Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
         sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.

@@ -18,7 +18,6 @@ from explorer.qt.opening import recall
 from explorer_helpers import DialogRecorder, make_window
 from model import Tokenizer
 from model.checkpoint import load_checkpoint
-from model.formats.vocab import gpt2_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
 NANO, RASCHKA = FIX / "ckpt_nanogpt.pt", FIX / "ckpt_raschka.pth"

@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self._action(file_menu, "&Open Checkpoint…", self._on_open_triggered, QKeySequence.StandardKey.Open)
+        self._action(file_menu, "Open &Folder…", self._on_open_folder_triggered)  # a Hugging Face model folder
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
@@ -225,12 +226,20 @@ class MainWindow(QMainWindow):
             self.settings.setValue("last_dir", str(Path(path).parent))
             self.open_checkpoint(path)
 
+    def _on_open_folder_triggered(self) -> None:
+        start = str(self.settings.value("last_dir", str(ASSETS)))
+        path = dialogs.open_folder(self, "Open Model Folder", start)
+        if path:
+            self.settings.setValue("last_dir", str(Path(path).parent))
+            self.open_checkpoint(path)
+
     # ---- recent files --------------------------------------------------------------------------------
     def recent_files(self) -> list[str]:
-        """Recently opened files that still exist, newest first (missing ones are pruned from settings)."""
+        """Recently opened files and model folders that still exist, newest first (missing ones are pruned
+        from settings)."""
         value = self.settings.value("recent_files", []) or []
         files = [value] if isinstance(value, str) else list(value)
-        existing = [f for f in files if Path(f).is_file()]
+        existing = [f for f in files if Path(f).exists()]
         if existing != files:
             self.settings.setValue("recent_files", existing)
         return existing
@@ -249,7 +258,7 @@ class MainWindow(QMainWindow):
 
     def open_recent(self, path: str) -> bool:
         """Open a recent file; one that has vanished is reported and pruned."""
-        if not Path(path).is_file():
+        if not Path(path).exists():
             dialogs.error(self, "Could not open checkpoint", f"{Path(path).name}: the file no longer exists")
             self.recent_files()
             return False

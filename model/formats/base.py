@@ -77,35 +77,47 @@ def fail(path: Path, problem: str) -> CheckpointError:
     return CheckpointError(f"{Path(path).name}: {problem}")
 
 
+#: A file with this name stands for its folder (a Hugging Face model folder's config).
+FOLDER_CONFIG = "config.json"
+
+
 class Source:
-    """A file to open and what its first bytes say it is; its contents are read once, on demand.
+    """A file or folder to open and what its first bytes say it is; contents are read once, on demand.
 
     Parameters
     ----------
     path : path-like
+        A file, or a folder (a Hugging Face model folder). A file named ``config.json`` means its
+        folder.
 
     Attributes
     ----------
     path : Path
+        The file, or the folder (for a ``config.json``, its folder).
     container : str
         ``"safetensors"`` (8-byte header length, then ``{``), ``"torch-zip"`` (``PK``, what
-        torch.save writes), ``"pickle"`` (protocol 2+, torch's legacy format) or ``"unknown"``.
+        torch.save writes), ``"pickle"`` (protocol 2+, torch's legacy format), ``"folder"`` or
+        ``"unknown"``.
 
     Raises
     ------
     CheckpointError
-        When the file is missing, not a file, unreadable, empty, or a safetensors file cut
-        inside its header.
+        When the path is missing, neither a file nor a folder, unreadable, an empty file, or a
+        safetensors file cut inside its header.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
+        if self.path.name == FOLDER_CONFIG and self.path.is_file():
+            self.path = self.path.parent.resolve() if self.path.parent == Path() else self.path.parent
         self.container = self._sniff()
 
     def _sniff(self) -> str:
         path = self.path
+        if path.is_dir():
+            return "folder"
         if not path.is_file():
-            raise fail(path, "no such file" if not path.exists() else "not a file")
+            raise fail(path, "no such file or folder" if not path.exists() else "not a file or folder")
         try:
             with open(path, "rb") as f:
                 head = f.read(9)
