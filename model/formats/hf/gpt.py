@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from model.config import GPTConfig
+from model.formats.base import CheckpointError
 from model.formats.common import Keys, make_config
-from model.formats.hf.fields import HFConfig, base_prefix, gelu_variant, take_unembed
+from model.formats.hf.fields import HFConfig, base_prefix, gelu_variant, take_matrix, take_unembed
 
 GPT2_BUFFERS = (".attn.bias", ".attn.masked_bias")
 GPT_NEO_BUFFERS = (".attn.attention.bias", ".attn.attention.masked_bias")
@@ -41,13 +42,16 @@ def _layer_norms(keys: Keys, src: str, dst: str, d: int, out: dict) -> None:
 
 def _embeddings(cfg: HFConfig, keys: Keys, prefix: str, vocab_key: str, ctx_key: str) -> tuple[dict, int, int, int]:
     """(our tensors, vocab, d_model, context) from ``wte`` and ``wpe``, checked against the config."""
-    wte = keys.take(prefix + "wte.weight")
+    wte = take_matrix(keys, prefix + "wte.weight")
     vocab, d = wte.shape
-    ctx = keys.peek(prefix + "wpe.weight").shape[0]
-    for name, value in ((vocab_key, vocab), (ctx_key, ctx)):
+    wpe = take_matrix(keys, prefix + "wpe.weight")
+    ctx = wpe.shape[0]
+    for name, value in ((vocab_key, vocab), (ctx_key, ctx), ("n_embd" if ctx_key == "n_positions" else "hidden_size", d)):
         if cfg.get(name) is not None and cfg.get(name) != value:
             raise cfg.refuse(name, f"but the weights have {value}")
-    return {"tok_emb.weight": wte, "pos_emb.weight": keys.take(prefix + "wpe.weight", (ctx, d))}, vocab, d, ctx
+    if wpe.shape[1] != d:
+        raise CheckpointError(f"{keys.path.name}: {prefix}wpe.weight has shape {tuple(wpe.shape)}, expected ({ctx}, {d})")
+    return {"tok_emb.weight": wte, "pos_emb.weight": wpe}, vocab, d, ctx
 
 
 def _n_layers(cfg: HFConfig, keys: Keys, prefix: str, name: str) -> int:
@@ -108,10 +112,12 @@ def neo_attention_layers(cfg: HFConfig, n_layers: int) -> list[str]:
     """Each layer's ``"global"`` or ``"local"``, from ``attention_layers`` or the compressed
     ``attention_types`` ([[["global", "local"], 12]]: the pattern repeated 12 times)."""
     types = cfg.get("attention_types", [[["global", "local"], 12]])
-    try:
-        expanded = [kind for pattern, times in types for _ in range(times) for kind in pattern]
-    except (TypeError, ValueError):
-        raise cfg.refuse("attention_types", "expected a list of [[kinds...], repeats]") from None
+    expanded: list = []
+    for item in types if isinstance(types, list) else [None]:
+        ok = isinstance(item, list) and len(item) == 2 and isinstance(item[0], list) and isinstance(item[1], int)
+        if not ok or not 0 <= item[1] <= n_layers:
+            raise cfg.refuse("attention_types", "expected a list of [[kinds...], repeats]")
+        expanded += item[0] * item[1]
     layers = cfg.get("attention_layers", expanded)
     if "attention_types" in cfg.data and layers != expanded:
         raise cfg.error(f"attention_layers {layers!r} and attention_types {types!r} disagree")

@@ -19,10 +19,11 @@ import torch
 
 from model.config import GPTConfig
 from model.formats.common import Keys, make_config
-from model.formats.hf.fields import HFConfig, base_prefix, take_unembed
+from model.formats.hf.fields import HFConfig, base_prefix, peek_matrix, take_matrix, take_unembed
 
 LLAMA_BUFFERS = (".self_attn.rotary_emb.inv_freq",)
 ROPE_DEFAULT = 10000.0
+MAX_CONTEXT = 1 << 20  # RoPE's angle table has a row per position
 
 
 def rope_theta(cfg: HFConfig) -> float:
@@ -75,7 +76,7 @@ def convert_llama(cfg: HFConfig, keys: Keys) -> tuple[GPTConfig, dict[str, torch
         For a setting this app does not build (naming the field) or weights that do not fit.
     """
     prefix = base_prefix(keys, "model.", "embed_tokens.weight")
-    emb = keys.take(prefix + "embed_tokens.weight")
+    emb = take_matrix(keys, prefix + "embed_tokens.weight")
     vocab, d = emb.shape
     if cfg.get("vocab_size") not in (None, vocab):
         raise cfg.refuse("vocab_size", f"but the weights have {vocab}")
@@ -87,10 +88,12 @@ def convert_llama(cfg: HFConfig, keys: Keys) -> tuple[GPTConfig, dict[str, torch
     n_heads = cfg.positive_int("num_attention_heads")
     n_kv = cfg.positive_int("num_key_value_heads", n_heads)
     ctx = cfg.positive_int("max_position_embeddings", 2048)
+    if ctx > MAX_CONTEXT:
+        raise cfg.refuse("max_position_embeddings", f"more positions than this app builds ({MAX_CONTEXT:,})")
     _check_layout(cfg, d, n_heads, ctx)
     theta = rope_theta(cfg)
     attn_bias, mlp_bias = cfg.flag("attention_bias", False), cfg.flag("mlp_bias", False)
-    d_mlp = keys.peek(f"{prefix}layers.0.mlp.up_proj.weight").shape[0]
+    d_mlp = peek_matrix(keys, f"{prefix}layers.0.mlp.up_proj.weight").shape[0]
     if cfg.get("intermediate_size") not in (None, d_mlp):
         raise cfg.refuse("intermediate_size", f"but the weights have {d_mlp}")
     d_head = d // n_heads

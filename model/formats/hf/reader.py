@@ -79,7 +79,10 @@ def read_config(folder: Path) -> HFConfig:
     """
     path = folder / "config.json"
     if not path.is_file():
-        files = sorted(p.name for p in folder.iterdir())[:8] if folder.is_dir() else []
+        try:
+            files = sorted(p.name for p in folder.iterdir())[:8]
+        except OSError:
+            files = []
         raise NotThisFormat(f"{folder.name} is a folder without a config.json (a Hugging Face model folder has "
                             f"one); it holds: {', '.join(files) or 'nothing'}")
     try:

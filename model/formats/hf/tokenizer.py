@@ -50,7 +50,7 @@ def _starts_with_special(hf: HFTokenizer) -> bool:
     return bool(mask) and mask[0] == 1
 
 
-def apply_add_bos_token(hf: HFTokenizer, config: dict[str, Any]) -> None:
+def apply_add_bos_token(hf: HFTokenizer, config: dict[str, Any], folder: Path) -> None:
     """Make the post-processor put ``bos_token`` before a text exactly when ``add_bos_token`` says so.
 
     Nothing changes when ``add_bos_token`` is not given or already holds. Changing the
@@ -67,8 +67,11 @@ def apply_add_bos_token(hf: HFTokenizer, config: dict[str, Any]) -> None:
     bos_id = hf.token_to_id(bos) if bos is not None else None
     if bos_id is None:
         return  # nothing to add: the config names no BOS in the vocabulary
-    template = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
-                                             special_tokens=[(bos, bos_id)])
+    try:
+        template = processors.TemplateProcessing(single=[bos, "$A"], pair=[bos, "$A", bos, "$B"],
+                                                 special_tokens=[(bos, bos_id)])
+    except Exception as exc:  # tokenizers raises a plain Exception for a token it cannot put in a template
+        raise CheckpointError(f"{folder.name}: tokenizer_config.json: bos_token {bos!r} cannot start a text ({exc})") from None
     hf.post_processor = template if hf.post_processor is None else processors.Sequence([hf.post_processor, template])
 
 
@@ -115,5 +118,5 @@ def folder_tokenizer(folder: Path) -> tuple[Tokenizer | None, list[Path]]:
         hf = _from_vocab_merges(folder, config)
     else:
         return None, searched
-    apply_add_bos_token(hf, config)
+    apply_add_bos_token(hf, config, folder)
     return Tokenizer(hf), searched
