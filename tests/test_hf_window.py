@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
 
 from explorer_helpers import make_window
 from model.token_names import CONTINUATION
@@ -37,6 +39,11 @@ def test_open_folder_action_and_recent_folders(window, tmp_path, dialogs, monkey
     assert "6,001 tokens, byte-level BPE" in info and "GPT2LMHeadModel" in info
     window.reload()
     assert s.checkpoint.path == folder and not dialogs.errors
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(ARCH / "hf-llama"))])
+    window.dropEvent(QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                                Qt.KeyboardModifier.NoModifier))
+    assert s.checkpoint.path == ARCH / "hf-llama" and s.checkpoint.source_format == "hf-llama"
 
 
 def test_gpt2_names_are_the_same_readable_text_in_every_panel(window, dialogs):
