@@ -192,7 +192,10 @@ class Tokenizer:
         if kept <= 0:
             return self.encode(text)
         cut = spans[kept - 1][1]
-        tail = self._encode_text(text[cut:])
+        tail = self.encode(text[cut:])
+        if self.prefix_ids:  # the text's BOS is kept; the tail's own is not part of the text
+            n = len(self.prefix_ids)
+            tail = Encoding(ids=tail.ids[n:], tokens=tail.tokens[n:], spans=tail.spans[n:])
         tail_spans = tuple((start + cut, end + cut) for start, end in tail.spans)
         overlap = unchanged - kept  # re-made tokens that must come out as they were
         if (overlap < 1 or tail.ids[:overlap] != before_encoding.ids[kept:kept + overlap]
