@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.checkpoint import CheckpointError, load_any, load_checkpoint, save_as
+from model.checkpoint import CheckpointError, NeedsInput, load_any, load_checkpoint, save_as
 from model.trace import main as trace_main
 
 ARCH = Path(__file__).parent / "fixtures" / "arch"
@@ -100,6 +100,19 @@ def test_trace_cli_takes_a_folder_and_shows_readable_tokens(capsys):
     assert out["tokens"] == ["on", "ce", " upon", " a", " time"]
     assert trace_main([str(ARCH / "hf-llama" / "config.json"), "once upon", "--top-k", "2"]) == 0
     assert "[0]<s> [1] once [2] upon" in capsys.readouterr().out
+
+
+def test_a_folder_without_tokenizer_files_asks_for_one_and_ids_still_work(tmp_path, capsys):
+    folder = _copy(tmp_path, "hf-llama")
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(NeedsInput) as info:
+        load_any(folder)
+    assert info.value.kind == "vocab" and folder / "tokenizer.json" in info.value.searched
+    assert load_any(folder, allow_no_tokenizer=True).tokenizer is None
+    assert trace_main([str(folder), "--ids", "1,444,468", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == ["#1", "#444", "#468"]
+    ckpt = load_any(folder, vocab_path=ARCH / "hf-llama" / "tokenizer.json")
+    assert ckpt.tokenizer.encode("once").ids == (1, 444)
 
 
 # ---------------------------------------------------------------- files people have

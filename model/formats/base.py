@@ -37,10 +37,12 @@ class Checkpoint:
     ----------
     model : GPT                    in eval mode, float32, on the CPU.
     tokenizer : Tokenizer or None  None when no vocabulary is known (tokens are named by id).
-    path : Path or None            the file it came from.
-    training : dict                training facts from the metadata (steps, losses, command, ...).
+    path : Path or None            the file (or model folder) it came from.
+    training : dict                training facts from the metadata (steps, losses, command, ...);
+                                   for a foreign model where it came from, and any ``note`` on it.
     source_format : str            ``"transformer-explorer"`` or the foreign format it was read from
-                                   (``"nanogpt"``, ``"llms-from-scratch"``).
+                                   (``"nanogpt"``, ``"llms-from-scratch"``, ``"hf-gpt2"``,
+                                   ``"hf-gpt-neo"``, ``"hf-llama"``, ``"hf-mistral"``).
     vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
                                    by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
     """
