@@ -12,17 +12,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from model.formats import llama2c, nanogpt, native, raschka
+from model.formats import hf, llama2c, nanogpt, native, raschka
 from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
 )
 from model.formats.native import FORMAT_NAME, FORMAT_VERSION, load_checkpoint, save_checkpoint
 
-#: The readers :func:`load_any` tries, in order: our own format first. llama2.c comes before the
+#: The readers :func:`load_any` tries, in order: our own format first; a Hugging Face folder (or
+#: one of its weight files) before nanoGPT, whose names GPT-2's resemble; llama2.c before the
 #: torch-file readers: its model.bin has no magic, and one whose first bytes look like a pickle
 #: would otherwise be handed to torch.load.
-READERS = (native, llama2c, nanogpt, raschka)
+READERS = (native, hf, llama2c, nanogpt, raschka)
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "NeedsInput",
@@ -45,7 +46,8 @@ def load_any(
 ) -> Checkpoint:
     """Open any checkpoint format the app knows, recognised from the file's contents.
 
-    Our ``.safetensors``; nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
+    Our ``.safetensors``; a Hugging Face model folder (gpt2, gpt_neo, llama, mistral; see
+    :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
     (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with
     ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`).
@@ -53,7 +55,8 @@ def load_any(
     Parameters
     ----------
     path : path-like
-        A file, or a folder that holds a model (llama2.c's ``out/``).
+        A file, or a folder (a Hugging Face model folder, whose ``config.json`` or one of its
+        weight files stands for it too; a llama2.c ``out/`` folder).
     n_heads : int, optional
         Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
         sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.

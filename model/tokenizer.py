@@ -3,8 +3,9 @@
 The project's own tokenizer is word-level (:func:`train_word_tokenizer`): NFKC and lowercase;
 words (with inner apostrophes) and each punctuation mark are tokens; special tokens ``<unk>``
 (id 0) and ``<|endoftext|>`` (id 1). Any ``tokenizers.Tokenizer`` (a character vocabulary,
-GPT-2's byte-level BPE) can be wrapped the same way, and every one is stored as its standard
-tokenizer.json.
+GPT-2's byte-level BPE, Llama's BPE with byte fallback) can be wrapped the same way, and every
+one is stored as its standard tokenizer.json. A :class:`Tokenizer` knows its kind and shows each
+token as readable text (:mod:`model.token_names`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy as np
 from tokenizers import Regex, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import WordLevel
+
+from model.token_names import TokenNames
 
 UNK = "<unk>"
 EOT = "<|endoftext|>"
@@ -102,12 +105,33 @@ def _past_combining(text: str, end: int) -> int:
     return end
 
 
+def _leading_special_tokens(hf: HFTokenizer) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The ids and names the tokenizer's post-processor puts before a text (Llama's ``<s>``)."""
+    probe = hf.encode("a", add_special_tokens=True)
+    n = 0
+    while n < len(probe.ids) and probe.special_tokens_mask[n]:
+        n += 1
+    return tuple(probe.ids[:n]), tuple(probe.tokens[:n])
+
+
 class Tokenizer:
     """Any ``tokenizers.Tokenizer``, with spans in the original text and a never-raising encode.
 
     Parameters
     ----------
     hf : tokenizers.Tokenizer
+
+    Attributes
+    ----------
+    kind : str
+        What kind of tokenizer it is: one of :data:`model.token_names.KINDS` (``"word"``,
+        ``"char"``, ``"byte-level BPE"``, ``"byte-fallback BPE"``, ``"BPE"``, ``"Unigram"``,
+        ``"WordPiece"``).
+    prefix_ids : tuple of int
+        The special tokens that :meth:`encode` puts before every text: those the tokenizer's
+        post-processor adds in front of a single sequence (a BOS such as Llama's ``<s>``), as
+        Hugging Face's tokenizers do by default. Tokens it adds after the text (an EOS) are not
+        added: the explorer predicts what follows the text.
     """
 
     def __init__(self, hf: HFTokenizer) -> None:
@@ -115,6 +139,9 @@ class Tokenizer:
         self._id_to_token = {i: t for t, i in hf.get_vocab(with_added_tokens=True).items()}
         self.unk_id = hf.token_to_id(UNK)
         self._space_prefix = _prepends_space(hf)
+        self.prefix_ids, self._prefix_tokens = _leading_special_tokens(hf)
+        self._names = TokenNames(hf, self._id_to_token)
+        self.kind = self._names.kind
 
     @property
     def vocab_size(self) -> int:
@@ -127,14 +154,20 @@ class Tokenizer:
         Returns
         -------
         Encoding
-            ids, token strings and [start, end) character spans into ``text``; a token that is not
-            in the text (a BOS the tokenizer puts first) has an empty span.
+            ids, token strings and [start, end) character spans into ``text``; the
+            :attr:`prefix_ids` first, each with the empty span (0, 0).
         """
+        plain = self._encode_text(text)
+        if not self.prefix_ids:
+            return plain
+        return Encoding(ids=self.prefix_ids + plain.ids, tokens=self._prefix_tokens + plain.tokens,
+                        spans=((0, 0),) * len(self.prefix_ids) + plain.spans)
+
+    def _encode_text(self, text: str) -> Encoding:
+        """The text's own tokens, without the leading special tokens."""
         if not isinstance(text, str):
             raise TypeError(f"text must be str, not {type(text).__name__}")
-        # The tokenizer's own post-processor runs: one that puts BOS first (llama2.c's, Llama's)
-        # gives it the empty span (0, 0); the others add nothing.
-        return self._encode(text, add_special_tokens=True)
+        return self._encode(text, add_special_tokens=False)
 
     def _encode(self, text: str, add_special_tokens: bool, shift: int = 0) -> Encoding:
         """The encoding of ``text`` with its spans moved ``shift`` characters on."""
@@ -203,6 +236,18 @@ class Tokenizer:
     def id_to_token(self, token_id: int) -> str:
         """The vocabulary entry for an id, or ``#id`` for an id outside the vocabulary."""
         return self._id_to_token.get(int(token_id), f"#{int(token_id)}")
+
+    def display(self, token_id: int) -> str:
+        """The text an id stands for, readable: ``"Ġworld"`` -> ``" world"``, ``"▁once"`` -> ``" once"``,
+        ``"<0x0A>"`` -> ``"\\n"`` (see :meth:`model.token_names.TokenNames.display`); ``#id`` outside
+        the vocabulary. Use it wherever one token is named on its own (a next-token bar)."""
+        return self._names.display(token_id)
+
+    def display_sequence(self, ids: Sequence[int]) -> list[str]:
+        """:meth:`display` of each id of a text, where a character split over consecutive tokens
+        (``<0xC3>`` ``<0xA9>``) is shown once, on its first token, and the others show "⋯" (see
+        :meth:`model.token_names.TokenNames.display_sequence`). Use it for a text's tokens."""
+        return self._names.display_sequence(ids)
 
     def token_to_id(self, token: str) -> int | None:
         """The id of a vocabulary entry, or None."""

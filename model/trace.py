@@ -1,6 +1,7 @@
 """The headless command ``python -m model.trace CHECKPOINT TEXT`` (CHECKPOINT: a file or a folder).
 
-Prints the tokens, the last position's attention weights for each layer and head, and the top
+CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``). Prints the tokens
+(their readable text), the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
 """
 
@@ -24,12 +25,18 @@ def _parse_ids(text: str) -> list[int]:
         raise ValueError(f"--ids takes comma-separated integers, got {text!r}") from None
 
 
+def _printable(token: str) -> str:
+    """A token name on one line: control characters (a newline) as escapes (``\\n``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in token)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m model.trace``: trace a checkpoint on a text and print what it computed."""
     from model.checkpoint import CheckpointError, NeedsInput, load_any
 
     p = argparse.ArgumentParser(prog="python -m model.trace", description="Trace a checkpoint on a text and print what it computed.")
-    p.add_argument("checkpoint", help="a checkpoint file or folder (our .safetensors, or a format the app opens)")
+    p.add_argument("checkpoint", help="a checkpoint file or folder (our .safetensors, a Hugging Face model folder or its "
+                   "config.json, a llama2.c file or folder, or another format the app opens)")
     p.add_argument("text", nargs="?", default="", help="the input text")
     p.add_argument("--ids", help="comma-separated token ids instead of text, e.g. 3,17,5")
     p.add_argument("--no-pe", action="store_true", help="switch positional encoding off (x_i = e_i)")
@@ -58,15 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer = ckpt.tokenizer
         if args.ids is not None:
             ids = _parse_ids(args.ids)
-            if tokenizer is not None:
-                tokens = [tokenizer.id_to_token(i) for i in ids]
-            else:
-                tokens = [f"#{i}" for i in ids]
         else:
             if tokenizer is None:
                 raise ValueError(f"{args.checkpoint}: no tokenizer was found for this model; use --ids")
-            enc = tokenizer.encode(args.text)
-            ids, tokens = enc.ids, enc.tokens
+            ids = tokenizer.encode(args.text).ids
         tr = ckpt.model.trace(ids, positional_encoding=not args.no_pe, causal=not args.bidirectional)
     except NeedsInput as exc:
         hint = "run again with --n-heads N" if exc.kind == "n_heads" else "give --vocab PATH, or use --ids"
@@ -75,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    tokens = tokens[tr.dropped:]
-    name = (lambda i: tokenizer.id_to_token(i)) if tokenizer is not None else (lambda i: f"#{i}")
+    # Readable names (Tokenizer.display): " world" for GPT-2's "Ġworld"; "#id" without a vocabulary.
+    run = [int(i) for i in tr.token_ids]
+    tokens = tokenizer.display_sequence(run) if tokenizer is not None else [f"#{i}" for i in run]
+    name = tokenizer.display if tokenizer is not None else (lambda i: f"#{i}")
     top = []
     if tr.n_tokens:
         last = tr.probs[-1]
@@ -96,11 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     print(f"tokens ({tr.n_tokens}" + (f", {tr.dropped} dropped" if tr.dropped else "") + "):")
-    print("  " + " ".join(f"[{i}]{t}" for i, t in enumerate(tokens)))
+    print("  " + " ".join(f"[{i}]{_printable(t)}" for i, t in enumerate(tokens)))
     for li, layer in enumerate(tr.blocks):
         for h in range(layer.attn_weights.shape[0]):
             row = layer.attn_weights[h, -1] if tr.n_tokens else []
-            cells = " ".join(f"{t}:{w:.3f}" for t, w in zip(tokens, row))
+            cells = " ".join(f"{_printable(t)}:{w:.3f}" for t, w in zip(tokens, row))
             print(f"layer {li} head {h}, last position attends to: {cells}")
     print(f"top {len(top)} next tokens:")
     for tok, prob in top:

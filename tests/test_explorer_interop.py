@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.token_text import append_id, ids_encoding, is_byte_level, readable_token, readable_tokens
+from explorer.core.token_text import append_id, display_tokens, ids_encoding
 from explorer.qt.opening import recall
 from explorer_helpers import DialogRecorder, make_window
+from model import Tokenizer
 from model.checkpoint import load_checkpoint
-from model.formats.vocab import gpt2_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
 NANO, RASCHKA = FIX / "ckpt_nanogpt.pt", FIX / "ckpt_raschka.pth"
@@ -290,18 +290,15 @@ def test_gpt2_token_names_are_shown_as_their_text(window, tmp_path, questions, m
 
 
 def test_token_text_functions():
-    assert readable_token("Ġworld") == " world" and readable_token("âĢĻ") == "’"
-    assert readable_token("Ċ") == "\n" and readable_token("<|endoftext|>") == "<|endoftext|>"
-    assert readable_token("ðŁ") == "\\xf0\\x9f"  # half an emoji: its bytes
-    assert readable_token("€") == "€"  # not in the byte alphabet: unchanged
-    assert readable_tokens(["Ġa"], byte_level=False) == ["Ġa"]
-    gpt2 = gpt2_tokenizer(GPT2_DIR)
-    assert is_byte_level(gpt2) and not is_byte_level(None)
+    gpt2 = Tokenizer.from_json((FIX.parent / "arch" / "hf-gpt2" / "tokenizer.json").read_text(encoding="utf-8"))
     text = "Once upon a time, naïve café 🤗\n"
-    assert "".join(readable_tokens(gpt2.encode(text).tokens, True)).replace("\\xf0\\x9f\\xa4\\x97", "🤗") == text
+    names = display_tokens(gpt2, gpt2.encode(text))
+    assert "".join(names).replace("⋯", "") == text and "Ġ" not in "".join(names)
+    assert display_tokens(gpt2, gpt2.encode(text), 2) == names[2:]
     enc, ignored = ids_encoding("3, 17;5\n x 64 -1 ٣", 64)
     assert enc.ids == (3, 17, 5) and enc.tokens == ("#3", "#17", "#5")
     assert enc.spans == ((0, 1), (3, 5), (6, 7)) and ignored == ["x", "64", "-1", "٣"]
+    assert display_tokens(None, enc, 1) == ["#17", "#5"]
     assert append_id("", 4) == "4" and append_id("3, 17 ", 4) == "3, 17, 4" and append_id("3,", 4) == "3, 4"
 
 

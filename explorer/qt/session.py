@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
-from explorer.core.token_text import ids_encoding, is_byte_level, readable_tokens
+from explorer.core.token_text import display_tokens, ids_encoding
 from model import Checkpoint, Encoding, Trace
 
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
@@ -286,8 +286,7 @@ class Session(QObject):
         self.last_model_ms = model_ms
         self.error = "" if exc is None else f"{type(exc).__name__}: {exc}"
         self._trace = trace
-        tokens = req.encoding.tokens[trace.dropped:] if trace is not None else ()
-        self._tokens = readable_tokens(tokens, is_byte_level(req.checkpoint.tokenizer))
+        self._tokens = display_tokens(req.checkpoint.tokenizer, req.encoding, trace.dropped) if trace is not None else []
         n = trace.n_tokens if trace is not None else 0
         clamped = self._position is not None and self._position >= n
         if clamped:

@@ -37,10 +37,12 @@ class Checkpoint:
     ----------
     model : GPT                    in eval mode, float32, on the CPU.
     tokenizer : Tokenizer or None  None when no vocabulary is known (tokens are named by id).
-    path : Path or None            the file it came from.
-    training : dict                training facts from the metadata (steps, losses, command, ...).
+    path : Path or None            the file (or model folder) it came from.
+    training : dict                training facts from the metadata (steps, losses, command, ...);
+                                   for a foreign model where it came from, and any ``note`` on it.
     source_format : str            ``"transformer-explorer"`` or the foreign format it was read from
-                                   (``"nanogpt"``, ``"llms-from-scratch"``).
+                                   (``"nanogpt"``, ``"llms-from-scratch"``, ``"hf-gpt2"``,
+                                   ``"hf-gpt-neo"``, ``"hf-llama"``, ``"hf-mistral"``).
     vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
                                    by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
     """
@@ -77,16 +79,23 @@ def fail(path: Path, problem: str) -> CheckpointError:
     return CheckpointError(f"{Path(path).name}: {problem}")
 
 
+#: A file with this name stands for its folder (a Hugging Face model folder's config).
+FOLDER_CONFIG = "config.json"
+
+
 class Source:
-    """A file to open and what its first bytes say it is; its contents are read once, on demand.
+    """A file or folder to open and what its first bytes say it is; contents are read once, on demand.
 
     Parameters
     ----------
     path : path-like
+        A file, or a folder (a Hugging Face model folder). A file named ``config.json`` means its
+        folder.
 
     Attributes
     ----------
     path : Path
+        The file, or the folder (for a ``config.json``, its folder).
     container : str
         ``"safetensors"`` (8-byte header length, then ``{``), ``"torch-zip"`` (``PK``, what
         torch.save writes), ``"pickle"`` (protocol 2+, torch's legacy format), ``"folder"`` (a
@@ -101,6 +110,8 @@ class Source:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
+        if self.path.name == FOLDER_CONFIG and self.path.is_file():
+            self.path = self.path.parent.resolve() if self.path.parent == Path() else self.path.parent
         self.container = self._sniff()
 
     def _sniff(self) -> str:
@@ -108,7 +119,7 @@ class Source:
         if path.is_dir():
             return "folder"
         if not path.is_file():
-            raise fail(path, "no such file" if not path.exists() else "not a file")
+            raise fail(path, "no such file or folder" if not path.exists() else "not a file or folder")
         try:
             with open(path, "rb") as f:
                 head = f.read(9)

@@ -182,6 +182,14 @@ def foreign_object(source: Source) -> Any:
         return source.tensors
     if source.container in ("torch-zip", "pickle"):
         return source.torch_object
+    if source.container == "folder":
+        try:
+            files = sorted(p.name for p in source.path.iterdir())
+        except OSError:
+            files = []
+        shown = ", ".join(files[:8]) + (f" and {len(files) - 8} more" if len(files) > 8 else "")
+        raise NotThisFormat(f"It is a folder holding {shown or 'nothing'} (a model folder has a Hugging Face "
+                            "config.json with a model_type, and weights beside it).")
     raise NotThisFormat("The file is neither a torch file (zip or pickle) nor safetensors.")
 
 

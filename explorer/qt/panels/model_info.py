@@ -8,12 +8,24 @@ from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.core.model_facts import describe_training, fmt_value
 from explorer.qt.session import Session
+from model import Tokenizer
+from model.token_names import KIND_DESCRIPTIONS
 
 
 def _row(key: str, value) -> str:
     text = value if isinstance(value, str) else fmt_value(key, value)
     return (f"<tr><td style='padding-right:8px'><b>{html.escape(str(key))}</b></td>"
             f"<td>{html.escape(text)}</td></tr>")
+
+
+def describe_tokenizer(tokenizer: Tokenizer | None) -> str:
+    """Size and kind of a tokenizer, and the special tokens it puts before every text."""
+    if tokenizer is None:
+        return "none (tokens shown by id)"
+    text = f"{tokenizer.vocab_size:,} tokens, {KIND_DESCRIPTIONS[tokenizer.kind]}"
+    if tokenizer.prefix_ids:
+        text += "; every text starts with " + " ".join(tokenizer.display(i) for i in tokenizer.prefix_ids)
+    return text
 
 
 def describe_checkpoint(session: Session) -> str:
@@ -27,7 +39,7 @@ def describe_checkpoint(session: Session) -> str:
         _row("file", str(ckpt.path) if ckpt.path else "(not from a file)"),
         _row("format", ckpt.source_format),
         _row("parameters", f"{ckpt.model.n_params():,}"),
-        _row("tokenizer", f"{ckpt.tokenizer.vocab_size:,} tokens" if ckpt.tokenizer else "none (tokens shown by id)"),
+        _row("tokenizer", describe_tokenizer(ckpt.tokenizer)),
     ]
     config = [_row(k, v) for k, v in cfg.to_dict().items()] + [_row("d_head", cfg.d_head)]
     sections = describe_training(ckpt.training) or [("Training", [("(none recorded)", "")])]

@@ -10,12 +10,13 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
-from explorer.core.token_text import append_id, is_byte_level, readable_token
+from explorer.core.token_text import append_id
 from explorer.core.views import token_label
 from explorer.qt.heatmap import settle_view, widen_axis
 from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
+from model.token_names import WORD
 
 MAX_K = 200
 
@@ -94,10 +95,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
     def token_name(self, token_id: int) -> str:
         """The display name of a token id (``#id`` when the model has no tokenizer)."""
         tok = self.session.tokenizer
-        if tok is None:
-            return f"#{token_id}"
-        name = tok.id_to_token(token_id)
-        return readable_token(name) if is_byte_level(tok) else name
+        return tok.display(token_id) if tok is not None else f"#{token_id}"
 
     def refresh(self) -> None:
         """Recompute top-k for the selected position and redraw the bars (cleared when T == 0)."""
@@ -142,7 +140,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             s.set_text(append_id(s.text, token_id))
             return
         piece = tok.decode([token_id]) or tok.id_to_token(token_id)
-        word_level = type(tok.hf.model).__name__ == "WordLevel"
+        word_level = tok.kind == WORD
         if pos is None or pos == s.trace.n_tokens - 1:
             s.set_text(append_token(s.text, piece, word_level))
             return

@@ -308,7 +308,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
 
     def _token_name(self, token_id: int) -> str:
         tok = self.session.tokenizer
-        return tok.id_to_token(int(token_id)) if tok is not None else f"#{token_id}"
+        return tok.display(int(token_id)) if tok is not None else f"#{token_id}"
 
     def _draw(self, c: positional.OrderComparison, tokens: list[str]) -> None:
         reordered_tokens = [tokens[p] for p in c.perm]

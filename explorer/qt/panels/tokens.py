@@ -10,7 +10,7 @@ from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
                                QVBoxLayout, QWidget)
 
-from explorer.core.token_text import ids_encoding, is_byte_level, readable_encoding
+from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt.flow_layout import FlowLayout
 from explorer.qt.session import Session
@@ -170,8 +170,7 @@ class TokensPanel(QWidget):
         hidden = max(0, n - ctx - MAX_DROPPED_CHIPS)
         # Chips only for the tokens shown: a pasted megabyte is 10^5 tokens (a second per keystroke).
         e = s.encoding
-        tail = Encoding(e.ids[hidden:], e.tokens[hidden:], e.spans[hidden:])
-        tail = readable_encoding(tail, is_byte_level(s.tokenizer))
+        tail = Encoding(e.ids[hidden:], tuple(display_tokens(s.tokenizer, e, hidden)), e.spans[hidden:])
         chips = token_chips(s.text, tail, ctx, s.tokenizer.unk_id if s.tokenizer else None)
         self.chip_data = [dataclasses.replace(c, index=c.index + hidden) for c in chips] if hidden else chips
         self.summary.setText(f"… {hidden:,} earlier tokens" if hidden else "")

@@ -1,0 +1,150 @@
+"""Opening a Hugging Face model folder: its ``config.json`` picks the family, then weights and tokenizer.
+
+A folder (or its ``config.json``, or one of its weight files) is a Hugging Face model when its
+``config.json`` has a ``model_type`` or ``architectures``. The family comes from ``model_type``
+(:data:`FAMILIES`), or, for another model_type, from an architecture whose layout we build
+(:data:`ARCHITECTURES`, e.g. a ``LlamaForCausalLM`` with its own model_type). Anything else is
+refused in one message that names it and lists the families this app opens.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source
+from model.formats.common import Converted, Keys, finish
+from model.formats.hf import gpt, llama
+from model.formats.hf.fields import HFConfig, drop_buffers
+from model.formats.hf.tokenizer import folder_tokenizer
+from model.formats.hf.weights import WEIGHT_FILES, is_weight_file, read_weights
+
+CONFIG_MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Family:
+    """One architecture family: our format name, its converter and the buffers its files may carry."""
+
+    format: str
+    convert: Callable
+    buffers: tuple[str, ...]
+    example: str
+
+
+FAMILIES = {
+    "gpt2": Family("hf-gpt2", gpt.convert_gpt2, gpt.GPT2_BUFFERS, "GPT2LMHeadModel"),
+    "gpt_neo": Family("hf-gpt-neo", gpt.convert_gpt_neo, gpt.GPT_NEO_BUFFERS, "GPTNeoForCausalLM: the TinyStories models"),
+    "llama": Family("hf-llama", llama.convert_llama, llama.LLAMA_BUFFERS, "LlamaForCausalLM: Llama 2, TinyLlama, SmolLM"),
+    "mistral": Family("hf-mistral", llama.convert_llama, llama.LLAMA_BUFFERS, "MistralForCausalLM without a sliding window"),
+}
+#: Architectures (``config.json``'s ``architectures``) whose layout a family builds, for other model_types.
+ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPTNeoForCausalLM": "gpt_neo", "LlamaForCausalLM": "llama",
+                 "MistralForCausalLM": "mistral"}
+
+
+def families_opened() -> str:
+    """The families this reader opens, for messages."""
+    names = [f"{name} ({family.example})" for name, family in FAMILIES.items()]
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def model_folder(source: Source) -> Path:
+    """The model folder a source stands for: itself, or the folder of one of its weight files.
+
+    Raises
+    ------
+    NotThisFormat
+        When the source is a file that is not a weight file beside a ``config.json``.
+    """
+    if source.container == "folder":
+        return source.path
+    if is_weight_file(source.path.name) and (source.path.parent / "config.json").is_file():
+        return source.path.parent
+    raise NotThisFormat(f"{source.path.name}: not a Hugging Face model folder, its config.json or one of "
+                        f"its weight files ({', '.join(WEIGHT_FILES)})")
+
+
+def read_config(folder: Path) -> HFConfig:
+    """The folder's ``config.json``.
+
+    Raises
+    ------
+    NotThisFormat
+        When there is none, or it names no model_type and no architectures (not a Hugging Face model).
+    CheckpointError
+        When it cannot be read as a JSON object.
+    """
+    path = folder / "config.json"
+    if not path.is_file():
+        try:
+            files = sorted(p.name for p in folder.iterdir())[:8]
+        except OSError:
+            files = []
+        raise NotThisFormat(f"{folder.name} is a folder without a config.json (a Hugging Face model folder has "
+                            f"one); it holds: {', '.join(files) or 'nothing'}")
+    try:
+        if path.stat().st_size > CONFIG_MAX_BYTES:
+            raise CheckpointError(f"{folder.name}: config.json is too large ({path.stat().st_size:,} bytes)")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{folder.name}: config.json is not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{folder.name}: config.json holds a {type(data).__name__}, not an object")
+    config = HFConfig(folder, data)
+    if not config.model_type and not config.architectures:
+        raise NotThisFormat(f"{folder.name}: its config.json names no model_type (not a Hugging Face model config)")
+    return config
+
+
+def family_of(config: HFConfig) -> Family:
+    """The family of a config: by model_type, else by a known architecture.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the model_type and architectures, and listing the families this app opens.
+    """
+    if config.model_type in FAMILIES:
+        return FAMILIES[config.model_type]
+    for architecture in config.architectures:
+        if architecture in ARCHITECTURES:
+            return FAMILIES[ARCHITECTURES[architecture]]
+    names = f"model_type {config.model_type!r}" + (f" ({', '.join(config.architectures)})" if config.architectures else "")
+    raise CheckpointError(f"{config.folder.name}: {names} is not a model family this app opens; "
+                          f"it opens Hugging Face {families_opened()}.")
+
+
+def _training(config: HFConfig, family: Family, weights: dict[str, Any], notes: dict[str, Any]) -> dict[str, Any]:
+    """JSON-ready facts for the Model panel: where the model came from, and any note on it."""
+    facts: dict[str, Any] = {"source": "Hugging Face", "folder": config.folder.name,
+                             "model_type": config.model_type or family.format.removeprefix("hf-")}
+    if config.architectures:
+        facts["architectures"] = ", ".join(config.architectures)
+    for key in ("_name_or_path", "transformers_version"):
+        if isinstance(config.data.get(key), str) and config.data[key]:
+            facts[key.lstrip("_")] = config.data[key]
+    return {**facts, **weights, **notes}
+
+
+def read(source: Source, options: OpenOptions) -> Checkpoint:
+    """Open a Hugging Face model folder as our model, with the folder's tokenizer.
+
+    Raises
+    ------
+    NotThisFormat
+        When the source is not a Hugging Face model folder (see :func:`model_folder`, :func:`read_config`).
+    NeedsInput, CheckpointError
+        As :func:`model.checkpoint.load_any`; an unknown family names its model_type.
+    """
+    folder = model_folder(source)
+    config = read_config(folder)
+    family = family_of(config)
+    tensors, weights = read_weights(folder)
+    keys = Keys(folder, f"Hugging Face {config.model_type or family.format}", drop_buffers(tensors, family.buffers))
+    gpt_config, ours, notes = family.convert(config, keys)
+    conv = Converted(family.format, gpt_config, ours, _training(config, family, weights, notes),
+                     find_tokenizer=lambda: folder_tokenizer(folder))
+    return finish(source if source.path == folder else Source(folder), conv, options)

@@ -1,0 +1,104 @@
+"""The weights of a Hugging Face model folder: one file or shards listed by an index.
+
+``model.safetensors``, or ``model.safetensors.index.json`` whose ``weight_map`` names the shard
+of every tensor; else ``pytorch_model.bin`` (or its ``.index.json``), read with
+``torch.load(weights_only=True)`` only (:func:`model.formats.safe_pickle.torch_load`). Shards
+must be plain file names inside the folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from model.formats.base import CheckpointError, Source
+
+#: The weight files of a model folder, in the order they are looked for.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+#: Weights in formats this app does not read, named in the message when nothing else is there.
+OTHER_WEIGHTS = ("tf_model.h5", "flax_model.msgpack", "model.ckpt.index", "*.gguf", "*.onnx")
+INDEX_MAX_BYTES = 64 * 1024 * 1024
+
+
+def is_weight_file(name: str) -> bool:
+    """Whether a file name is one of a folder's weight files (or a shard or index of them)."""
+    stem = name.split("-0", 1)[0]
+    return name in WEIGHT_FILES or (stem in ("model", "pytorch_model") and name.endswith((".safetensors", ".bin")))
+
+
+def _state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one weight file (safetensors or torch), checked to be a flat dict of tensors."""
+    source = Source(path)
+    if source.container == "safetensors":
+        return source.tensors
+    if source.container not in ("torch-zip", "pickle"):
+        raise CheckpointError(f"{path.name}: neither a safetensors nor a torch file")
+    obj = source.torch_object
+    if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()):
+        raise CheckpointError(f"{path.name}: expected a state_dict (names -> tensors), "
+                              f"found a {type(obj).__name__} holding other things")
+    return obj
+
+
+def _weight_map(index: Path) -> dict[str, str]:
+    """An index's ``weight_map``: tensor name -> shard file name, shards checked to be in the folder."""
+    try:
+        if index.stat().st_size > INDEX_MAX_BYTES:
+            raise CheckpointError(f"{index.name}: too large for an index ({index.stat().st_size:,} bytes)")
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{index.name}: not a readable JSON index ({exc})") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{index.name}: no weight_map (tensor name -> shard file)")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
+            raise CheckpointError(f"{index.name}: tensor {name!r} is in {shard!r}, which is not a file in this folder")
+        if not (index.parent / shard).is_file():
+            raise CheckpointError(f"{index.name}: shard {shard} (of tensor {name}) is missing from the folder")
+    return weight_map
+
+
+def _sharded(index: Path) -> tuple[dict[str, torch.Tensor], int]:
+    """The tensors of every shard an index names, and the number of shards."""
+    weight_map = _weight_map(index)
+    tensors: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        for name, t in _state_dict(index.parent / shard).items():
+            if name in tensors:
+                raise CheckpointError(f"{index.name}: tensor {name} is in more than one shard")
+            tensors[name] = t
+    missing = sorted(set(weight_map) - set(tensors))
+    if missing:
+        raise CheckpointError(f"{index.name}: tensor {missing[0]} is not in its shard {weight_map[missing[0]]}")
+    return tensors, len(set(weight_map.values()))
+
+
+def read_weights(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Every tensor of the folder's weights, and facts about where they came from.
+
+    Returns
+    -------
+    (dict of str -> Tensor, dict)
+        The tensors under the file's own names; ``{"weights": file name, "shards": n}``.
+
+    Raises
+    ------
+    CheckpointError
+        When the folder has no weight file this app reads (naming what it looked for), or a
+        file, index or shard is bad.
+    """
+    for name in WEIGHT_FILES:
+        path = folder / name
+        if path.is_file():
+            if name.endswith(".index.json"):
+                tensors, shards = _sharded(path)
+                return tensors, {"weights": name, "shards": shards}
+            return _state_dict(path), {"weights": name}
+    others = [p.name for pattern in OTHER_WEIGHTS for p in sorted(folder.glob(pattern))]
+    found = f"; it has {', '.join(others)}, which this app does not read" if others else ""
+    raise CheckpointError(f"{folder.name}: no weights: looked for {', '.join(WEIGHT_FILES)}{found}")
