@@ -39,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", help="the vocabulary, where it is not beside the checkpoint (a meta.pkl, "
                    "a word-vocabulary JSON, a tokenizer.json, or a folder with GPT-2's files)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
+    p.add_argument("--explain", action="store_true", help="also explain the prediction at --position "
+                   "(logit lens, direct logit attribution, leave-one-out, score terms; see model/explain)")
+    p.add_argument("--position", type=int, help="with --explain: the position (default the last; -1 counts from the end)")
+    p.add_argument("--target", help="with --explain: the token to explain, as the tokenizer writes it or #ID "
+                   "(default the top-1)")
+    p.add_argument("--head", type=int, default=0, help="with --explain: the layer-0 head whose scores are split (0)")
     args = p.parse_intermixed_args(argv)  # the text may come after the options too
     try:
         if args.ids is not None and args.text:
@@ -60,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             enc = tokenizer.encode(args.text)
             ids, tokens = enc.ids, enc.tokens
         tr = ckpt.model.trace(ids, positional_encoding=not args.no_pe, causal=not args.bidirectional)
+        ex = _explain(args, ckpt, tr)
     except NeedsInput as exc:
         hint = "run again with --n-heads N" if exc.kind == "n_heads" else "give --vocab PATH, or use --ids"
         print(f"error: {exc}\n({hint})", file=sys.stderr)
@@ -84,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             "tensors": {key: np.where(np.isfinite(a), a, None).tolist() if not np.isfinite(a).all() else a.tolist()
                         for key, a in tr.named()},
         }
+        if ex is not None:
+            from model.explain.report import explanation_json
+
+            out["explain"] = explanation_json(ex, name)
         json.dump(out, sys.stdout)
         print()
         return 0
@@ -97,7 +108,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"top {len(top)} next tokens:")
     for tok, prob in top:
         print(f"  {tok!r:>16}  {prob:.4f}")
+    if ex is not None:
+        from model.explain.report import format_explanation
+
+        print(format_explanation(ex, tokens, name))
     return 0
+
+
+def _explain(args, ckpt, tr):
+    """The Explanation that ``--explain`` asks for, or None; ValueError on a bad option."""
+    if not args.explain:
+        if args.position is not None or args.target is not None or args.head:
+            raise ValueError("--position, --target and --head go with --explain")
+        return None
+    from model.explain import explain
+    from model.explain.report import resolve_target
+
+    target = None if args.target is None else resolve_target(args.target, ckpt.tokenizer, ckpt.model.config.vocab_size)
+    return explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k)
 
 
 if __name__ == "__main__":
