@@ -143,9 +143,8 @@ class Interventions:
 def leave_one_out_masks(T: int, keys: Iterable[int], device=None) -> torch.Tensor:
     """One key mask per hidden key: bool (len(keys), T, T), row b hides key keys[b] from every
     query except itself (True = may attend)."""
-    keys = list(keys)
+    keys = torch.as_tensor(list(keys), dtype=torch.long, device=device)  # (B,)
     eye = torch.eye(T, dtype=torch.bool, device=device)  # (T, T): a query always sees itself
     masks = torch.ones(len(keys), T, T, dtype=torch.bool, device=device)
-    for b, j in enumerate(keys):
-        masks[b, :, j] = eye[:, j]
+    masks[torch.arange(len(keys), device=device), :, keys] = eye[:, keys].t()  # column keys[b] of row b: only query keys[b]
     return masks

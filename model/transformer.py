@@ -126,7 +126,7 @@ class Attention(nn.Module):
         if intervene is not None:
             head_out = intervene.head_out(self.layer, head_out)  # ablated heads zeroed
         # B rows, or more when a batch of key masks meets one sequence (interventions broadcast)
-        z = head_out.transpose(1, 2).reshape(-1, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
+        z = head_out.transpose(1, 2).reshape(head_out.shape[0], T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
         if record is not None:
             record.update(
                 q=q, k=k, v=v, q_pre_rope=q_pre, k_pre_rope=k_pre,

@@ -32,7 +32,7 @@ def resolve_target(text: str, tokenizer, vocab_size: int) -> int:
     tid = tokenizer.token_to_id(text)
     if tid is None:
         ids = tokenizer.encode(text).ids if text else []
-        if len(ids) != 1:
+        if len(ids) != 1 or ids[0] == getattr(tokenizer, "unk_id", None):  # "zebra" -> <unk> is no match
             raise ValueError(f"--target {text!r} is not one token of this vocabulary "
                              "(give a token as the tokenizer writes it, or #ID)")
         tid = ids[0]

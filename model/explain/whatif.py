@@ -99,7 +99,7 @@ def what_if(model, tr: Trace, position: int, target: int, *, temperature: float 
     changed = Interventions(temperature=temperature, scale_scores=scale_scores).describe()
     label = knob or "; ".join(p for p in (changed, "" if causal == tr.causal else
                                           ("causal mask on" if causal else "causal mask off")) if p) or "baseline"
-    new = model.trace(tr.token_ids, positional_encoding=tr.positional_encoding, causal=causal, interventions=iv)
+    new = model.trace(tr.token_ids.tolist(), positional_encoding=tr.positional_encoding, causal=causal, interventions=iv)
     p = new.probs[position]
     k = max(0, min(int(top_k), p.shape[0]))
     order = np.argsort(-p, kind="stable")[:k]
