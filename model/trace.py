@@ -2,6 +2,7 @@
 
 Prints the tokens, the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
+``--explain`` adds why the model predicts what it does (:mod:`model.explain`).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         if ex is not None:
             from model.explain.report import explanation_json
 
-            out["explain"] = explanation_json(ex, name)
+            out["explain"] = explanation_json(*ex, name)
         json.dump(out, sys.stdout)
         print()
         return 0
@@ -111,21 +112,22 @@ def main(argv: list[str] | None = None) -> int:
     if ex is not None:
         from model.explain.report import format_explanation
 
-        print(format_explanation(ex, tokens, name))
+        print(format_explanation(*ex, tokens, name))
     return 0
 
 
 def _explain(args, ckpt, tr):
-    """The Explanation that ``--explain`` asks for, or None; ValueError on a bad option."""
+    """(Explanation, what-ifs) that ``--explain`` asks for, or None; ValueError on a bad option."""
     if not args.explain:
         if args.position is not None or args.target is not None or args.head:
             raise ValueError("--position, --target and --head go with --explain")
         return None
-    from model.explain import explain
+    from model.explain import explain, standard_what_ifs
     from model.explain.report import resolve_target
 
     target = None if args.target is None else resolve_target(args.target, ckpt.tokenizer, ckpt.model.config.vocab_size)
-    return explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k)
+    ex = explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k)
+    return ex, standard_what_ifs(ckpt.model, tr, ex.position, ex.target_id, top_k=args.top_k)
 
 
 if __name__ == "__main__":

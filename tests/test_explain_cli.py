@@ -50,6 +50,10 @@ def test_the_explain_object_is_what_explain_computes(ckpt_path, capsys):
     total = sum(np.array(st[k][8], dtype=float) for k in ("token_token", "token_pos", "pos_token", "pos_pos", "rest"))
     np.testing.assert_allclose(total, tr.blocks[0].attn_scores[1, 8], atol=1e-4)
     np.testing.assert_allclose(out["first_token_attention"], [b.attn_weights[:, 5, 0] for b in tr.blocks], atol=1e-7)
+    knobs = {w["knob"]: w for w in out["what_if"]}
+    assert list(knobs) == ["baseline", "no 1/√d_head", "τ = 0.5", "τ = 2", "causal mask off"]
+    assert knobs["baseline"]["target_prob"] == pytest.approx(ex.prob, abs=1e-6)
+    assert knobs["τ = 0.5"]["mean_attn_entropy_bits"] < knobs["τ = 2"]["mean_attn_entropy_bits"]
 
 
 def test_defaults_are_the_last_position_and_the_top_token(ckpt_path, capsys):
@@ -67,7 +71,7 @@ def test_without_json_a_readable_summary(ckpt_path, capsys):
     text = capsys.readouterr().out
     assert "why 'cat'" in text and "logit lens" in text and "blocks.1.resid_post" in text
     assert "leave-one-out" in text and "(itself)" in text and "attention on the first token" in text
-    assert "token_token" in text
+    assert "token_token" in text and "what if" in text and "τ = 2" in text
 
 
 @pytest.mark.parametrize("args, words", [

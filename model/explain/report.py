@@ -9,6 +9,7 @@ import numpy as np
 
 from model.explain.core import Explanation
 from model.explain.scores import TERMS
+from model.explain.whatif import WhatIf
 
 
 def resolve_target(text: str, tokenizer, vocab_size: int) -> int:
@@ -50,11 +51,12 @@ def _num(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-def explanation_json(ex: Explanation, name: Callable[[int], str]) -> dict:
+def explanation_json(ex: Explanation, what_ifs: list[WhatIf], name: Callable[[int], str]) -> dict:
     """The ``explain`` object of ``python -m model.trace --json``.
 
     ``leave_one_out`` lists j = 0..i-1 with the causal mask; without it every source 0..T-1 with
-    null at i. Masked cells of the score terms are null. ``name`` turns a token id into text.
+    null at i. Masked cells of the score terms are null. ``what_if``: one entry per knob with the
+    mean attention-row entropy in bits and the top-k there. ``name`` turns a token id into text.
     """
     i = ex.position
     loo = None
@@ -77,12 +79,14 @@ def explanation_json(ex: Explanation, name: Callable[[int], str]) -> dict:
         "first_token_mean": _num(ex.first_token_mean),
         "attention": ex.attention.tolist(),
         "disagreements": ex.disagreements(),
+        "what_if": [{"knob": w.knob, "mean_attn_entropy_bits": w.mean_entropy, "target_prob": w.target_prob,
+                     "top_k": [[name(t), p] for t, p in w.top_k]} for w in what_ifs],
     }
 
 
-def format_explanation(ex: Explanation, tokens: list[str], name: Callable[[int], str]) -> str:
+def format_explanation(ex: Explanation, what_ifs: list[WhatIf], tokens: list[str], name: Callable[[int], str]) -> str:
     """A readable summary: the logit lens, attention against influence per source, the parts of
-    the logit, the attention sink and the score terms' shares."""
+    the logit, the attention sink, the score terms' shares and the what-if knobs."""
     i, lines = ex.position, []
     lines.append(f"why {name(ex.target_id)!r} (id {ex.target_id}) after position {i} ({tokens[i]!r}): "
                  f"logit {ex.logit:.4f}, probability {ex.prob:.4f}")
@@ -111,4 +115,8 @@ def format_explanation(ex: Explanation, tokens: list[str], name: Callable[[int],
         lines.append(f"layer-0 scores of head {ex.score_terms.head} by term (share of |score|): {shares}")
     else:
         lines.append(f"score terms: {ex.score_terms_note}")
+    lines.append("what if (mean entropy of the attention rows in bits; the prediction at the position):")
+    for w in what_ifs:
+        top = ", ".join(f"{name(t)!r} {p:.3f}" for t, p in w.top_k[:3])
+        lines.append(f"  {w.knob:<16} {w.mean_entropy:6.3f} bits   target {w.target_prob:.3f}   {top}")
     return "\n".join(lines)
