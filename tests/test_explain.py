@@ -123,10 +123,11 @@ def test_the_logit_lens_ends_at_the_models_output(family):
     assert ex.logit_lens[0].top_k[0][1] == pytest.approx(p0.max(), abs=1e-6)
 
 
-@pytest.mark.parametrize("name", LEARNED)
-def test_the_five_score_terms_sum_to_the_scores(name):
+@pytest.mark.parametrize("name, iv", [(n, None) for n in LEARNED] + [
+    ("gpt2", Interventions(temperature=3.0, ablate=[(0, 0)])), ("neo", Interventions(scale_scores=True))])
+def test_the_five_score_terms_sum_to_the_scores(name, iv):
     model = family_model(name)
-    tr = model.trace(IDS)
+    tr = model.trace(IDS, interventions=iv)
     for head in range(model.config.n_heads):
         st = explain(model, tr, head=head, leave_one_out=False).score_terms
         total = sum(st.maps.values())
