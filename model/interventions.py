@@ -80,13 +80,15 @@ class Interventions:
         return not self.ablate and self.temperature == 1 and self.scale_scores is None and self.key_mask is None
 
     def check(self, config: GPTConfig, T: int | None = None) -> None:
-        """Raise ValueError when a head is outside the model or the key mask's size is not T."""
+        """Raise ValueError when a head is outside the model, or (given T, for a trace of one
+        sequence) the key mask is not one (T, T) mask."""
         for layer, head in self.ablate:
             if layer >= config.n_layers or head >= config.n_heads:
                 raise ValueError(f"cannot ablate layer {layer} head {head}: the model has "
                                  f"{config.n_layers} layers of {config.n_heads} heads")
-        if self.key_mask is not None and T is not None and tuple(self.key_mask.shape[-2:]) != (T, T):
-            raise ValueError(f"key_mask is {tuple(self.key_mask.shape[-2:])} for {T} tokens")
+        m = self.key_mask
+        if m is not None and T is not None and (tuple(m.shape[-2:]) != (T, T) or (m.dim() == 3 and m.shape[0] != 1)):
+            raise ValueError(f"a trace takes one key_mask of ({T}, {T}), got {tuple(m.shape)}")
 
     def heads_off(self, layer: int) -> list[int]:
         """The ablated query heads of ``layer``."""

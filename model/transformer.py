@@ -125,8 +125,8 @@ class Attention(nn.Module):
         head_out = attn_weights @ v_h  # (B, n_heads, T, d_head)
         if intervene is not None:
             head_out = intervene.head_out(self.layer, head_out)  # ablated heads zeroed
-        # B rows, or more when a batch of key masks meets one sequence (interventions broadcast)
-        z = head_out.transpose(1, 2).reshape(head_out.shape[0], T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
+        B = head_out.shape[0]  # B' when one sequence (B = 1) meets a batch of B' key masks
+        z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
         if record is not None:
             record.update(
                 q=q, k=k, v=v, q_pre_rope=q_pre, k_pre_rope=k_pre,

@@ -107,8 +107,9 @@ def test_interventions_that_do_not_fit_the_model_are_refused():
     model = family_model("gpt2")
     with pytest.raises(ValueError, match="layer 2 head 0"):
         model.trace(IDS, interventions=Interventions(ablate=[(2, 0)]))
-    with pytest.raises(ValueError, match="key_mask"):
-        model.trace(IDS, interventions=Interventions(key_mask=torch.ones(3, 3, dtype=torch.bool)))
+    for shape in ((3, 3), (2, 7, 7)):
+        with pytest.raises(ValueError, match="key_mask"):
+            model.trace(IDS, interventions=Interventions(key_mask=torch.ones(*shape, dtype=torch.bool)))
 
 
 def test_describe_lists_the_changes_for_a_status_bar():
