@@ -9,11 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("keystroke", "trace", "big", "training", "memory", "startup")
+SECTIONS = ("keystroke", "trace", "explain", "big", "training", "memory", "startup")
 
 
 def _run_sections(args) -> dict[str, float]:
-    from benchmarks import big_model, keystroke, memory, startup, trace_overhead, training
+    from benchmarks import big_model, explain, keystroke, memory, startup, trace_overhead, training
     from benchmarks.common import new_window
 
     want = set(args.only or SECTIONS)
@@ -32,6 +32,8 @@ def _run_sections(args) -> dict[str, float]:
         results.update(keystroke.after_paste(app, window))
     if "trace" in want:
         results.update(trace_overhead.measure(window.session.model, reps=300 if quick else 900))
+    if "explain" in want:
+        results.update(explain.measure(reps=60 if quick else 200))
     if "big" in want:
         results.update(big_model.measure(app, window, quick))
     if window is not None:

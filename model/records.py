@@ -125,6 +125,8 @@ class Trace:
     probs : (T, vocab_size)       softmax(logits), rows sum to 1 (computed on first use: the app
                                   draws from logits, and softmax over the vocabulary would be
                                   a tenth of a trace's time).
+    interventions : Interventions or None   the what-if changes this trace ran with
+                                  (:mod:`model.interventions`; None: the plain model).
 
     Every array is also reachable by a dotted name: ``trace["blocks.0.attn.attn_weights"]``;
     :meth:`names` lists them.
@@ -140,6 +142,7 @@ class Trace:
     blocks: tuple[LayerTrace, ...]
     ln_final: np.ndarray
     logits: np.ndarray
+    interventions: object = None
 
     @functools.cached_property
     def probs(self) -> np.ndarray:
@@ -147,7 +150,9 @@ class Trace:
         return _frozen(torch.softmax(torch.from_numpy(self.logits.copy()), dim=-1), batched=False)
 
     @classmethod
-    def from_records(cls, token_ids, dropped, positional_encoding, causal, rec, logits, scales=None) -> "Trace":
+    def from_records(
+        cls, token_ids, dropped, positional_encoding, causal, rec, logits, scales=None, interventions=None
+    ) -> "Trace":
         """Build a trace from the dict of torch tensors that ``GPT._run`` fills (``scales``: each
         layer's attn_scale)."""
         ids = np.asarray(token_ids, dtype=np.int64).copy()
@@ -166,6 +171,7 @@ class Trace:
             blocks=layers,
             ln_final=_frozen(rec["ln_final"]),
             logits=_frozen(logits),
+            interventions=interventions,
         )
 
     @property

@@ -3,6 +3,7 @@
 CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``). Prints the tokens
 (their readable text), the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
+``--explain`` adds why the model predicts what it does (:mod:`model.explain`).
 """
 
 from __future__ import annotations
@@ -48,8 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
     p.add_argument("--over-training", action="store_true", help="CHECKPOINT is a snapshot folder (or a checkpoint "
                    "with one): print curves over the training steps (see model/trace_over_training.py)")
-    p.add_argument("--position", type=int, help="with --over-training: the query position (default the last)")
-    p.add_argument("--target", help="with --over-training: the token to follow (default the next one)")
+    p.add_argument("--explain", action="store_true", help="also explain the prediction at --position "
+                   "(logit lens, direct logit attribution, leave-one-out, score terms; see model/explain)")
+    p.add_argument("--position", type=int, help="with --explain or --over-training: the position (default the last; "
+                   "-1 counts from the end)")
+    p.add_argument("--target", help="with --explain or --over-training: the token to follow, as the tokenizer "
+                   "writes it or #ID (default: --explain the top-1; --over-training the next token)")
+    p.add_argument("--head", type=int, default=0, help="with --explain: the layer-0 head whose scores are split (0)")
     args = p.parse_intermixed_args(argv)  # the text may come after the options too
     if args.over_training:
         from model.trace_over_training import run
@@ -70,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"{args.checkpoint}: no tokenizer was found for this model; use --ids")
             ids = tokenizer.encode(args.text).ids
         tr = ckpt.model.trace(ids, positional_encoding=not args.no_pe, causal=not args.bidirectional)
+        ex = _explain(args, ckpt, tr)
     except NeedsInput as exc:
         hint = "run again with --n-heads N" if exc.kind == "n_heads" else "give --vocab PATH, or use --ids"
         print(f"error: {exc}\n({hint})", file=sys.stderr)
@@ -96,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             "tensors": {key: np.where(np.isfinite(a), a, None).tolist() if not np.isfinite(a).all() else a.tolist()
                         for key, a in tr.named()},
         }
+        if ex is not None:
+            from model.explain.report import explanation_json
+
+            out["explain"] = explanation_json(*ex, name)
         json.dump(out, sys.stdout)
         print()
         return 0
@@ -109,7 +120,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"top {len(top)} next tokens:")
     for tok, prob in top:
         print(f"  {tok!r:>16}  {prob:.4f}")
+    if ex is not None:
+        from model.explain.report import format_explanation
+
+        print(format_explanation(*ex, tokens, name))
     return 0
+
+
+def _explain(args, ckpt, tr):
+    """(Explanation, what-ifs) that ``--explain`` asks for, or None; ValueError on a bad option."""
+    if not args.explain:
+        if args.position is not None or args.target is not None or args.head:
+            raise ValueError("--position, --target and --head go with --explain")
+        return None
+    from model.explain import explain, standard_what_ifs
+    from model.explain.report import resolve_target
+
+    target = None if args.target is None else resolve_target(args.target, ckpt.tokenizer, ckpt.model.config.vocab_size)
+    ex = explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k)
+    return ex, standard_what_ifs(ckpt.model, tr, ex.position, ex.target_id, top_k=args.top_k)
 
 
 if __name__ == "__main__":

@@ -81,13 +81,10 @@ def _ids(args: argparse.Namespace, snaps: SnapshotSet, parse_ids) -> tuple[list[
     return tokenizer.encode(args.text).ids, tokenizer
 
 
-def _target(args: argparse.Namespace, tokenizer) -> int | None:
-    if args.target is None:
-        return None
-    found = tokenizer.token_to_id(args.target) if tokenizer is not None else None
-    if found is None:
-        raise ValueError(f"--target {args.target!r} is not a token of the vocabulary")
-    return found
+def _target(args: argparse.Namespace, tokenizer, vocab_size: int) -> int | None:
+    from model.explain.report import resolve_target
+
+    return None if args.target is None else resolve_target(args.target, tokenizer, vocab_size)
 
 
 def _table(curves: TrainingCurves, rows: list[dict], tokens: list[str]) -> None:
@@ -114,7 +111,7 @@ def run(args: argparse.Namespace, parse_ids) -> int:
             raise ValueError("give the text or --ids, not both")
         snaps = _open(args.checkpoint, args)
         ids, tokenizer = _ids(args, snaps, parse_ids)
-        curves = curves_over_training(snaps, ids, position=args.position, target_id=_target(args, tokenizer),
+        curves = curves_over_training(snaps, ids, position=args.position, target_id=_target(args, tokenizer, snaps.snapshots[0].model.config.vocab_size),
                                       val_curve=snaps.val_curve, positional_encoding=not args.no_pe,
                                       causal=not args.bidirectional)
     except (SnapshotError, CheckpointError, ValueError, OSError) as exc:

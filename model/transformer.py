@@ -60,6 +60,7 @@ class Attention(nn.Module):
         #: 0 for global attention; w > 0: query i sees keys j with i - w < j (GPT-Neo's local layers).
         self.window = config.attn_window(layer)
         self.rope = RoPE(config, device) if config.positional == "rope" else None
+        self.layer = layer
 
     def kv_head(self, head: int) -> int:
         """The key/value head that query head ``head`` reads (grouped-query attention)."""
@@ -78,7 +79,9 @@ class Attention(nn.Module):
             allowed = allowed & (offset.abs() < self.window)
         return allowed
 
-    def forward(self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None) -> torch.Tensor:
+    def forward(
+        self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None
+    ) -> torch.Tensor:
         """Attention output after W_O.
 
         Parameters
@@ -93,6 +96,9 @@ class Attention(nn.Module):
         record : dict or None
             When a dict, q, k, v (and q, k before rotation), attn_mask, attn_scores,
             attn_weights and head_out are stored in it.
+        intervene : Interventions or None
+            What-if changes (:mod:`model.interventions`): extra key masks, τ, scale on/off,
+            ablated heads. None is the plain model.
 
         Returns
         -------
@@ -109,15 +115,22 @@ class Attention(nn.Module):
         k_h = k.repeat_interleave(group, dim=1) if group > 1 else k  # (B, n_heads, T, d_head)
         v_h = v.repeat_interleave(group, dim=1) if group > 1 else v
         attn_mask = self.allowed_keys(T, causal, h.device)  # (T, T), True = may attend
-        attn_scores = (q @ k_h.transpose(-2, -1)) * self.scale  # (B, n_heads, T, T)
+        scale = self.scale if intervene is None else intervene.multiplier(self)
+        attn_scores = (q @ k_h.transpose(-2, -1)) * scale  # (B, n_heads, T, T)
+        if intervene is not None:
+            attn_mask = intervene.mask(attn_mask)  # (T, T), or (B, 1, T, T) with a mask per batch row
         if not bool(attn_mask.all()):
             attn_scores = attn_scores.masked_fill(~attn_mask, float("-inf"))
         attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, n_heads, T, T)
         head_out = attn_weights @ v_h  # (B, n_heads, T, d_head)
+        if intervene is not None:
+            head_out = intervene.head_out(self.layer, head_out)  # ablated heads zeroed
+        B = head_out.shape[0]  # B' when one sequence (B = 1) meets a batch of B' key masks
         z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
         if record is not None:
             record.update(
-                q=q, k=k, v=v, q_pre_rope=q_pre, k_pre_rope=k_pre, attn_mask=attn_mask,
+                q=q, k=k, v=v, q_pre_rope=q_pre, k_pre_rope=k_pre,
+                attn_mask=attn_mask if attn_mask.dim() == 2 else attn_mask[0, 0],
                 attn_scores=attn_scores, attn_weights=attn_weights, head_out=head_out,
             )
         return self.W_O(z)
@@ -180,10 +193,18 @@ class Block(nn.Module):
         self.ln2 = make_norm(config, device)
         self.mlp = MLP(config, device)
 
-    def forward(self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None) -> torch.Tensor:
-        """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict."""
+    def forward(
+        self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None
+    ) -> torch.Tensor:
+        """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict.
+
+        ``rows`` (a list of positions): only those rows are wanted after this block, so the MLP
+        runs on them alone and the result is (B, len(rows), d_model).
+        """
         h1 = self.ln1(x)
-        attn_out = self.attn(h1, causal, rotate, record)
+        attn_out = self.attn(h1, causal, rotate, record, intervene)
+        if rows is not None:
+            x, attn_out = x[:, rows], attn_out[:, rows]  # (B, len(rows), d_model)
         resid_mid = x + attn_out
         h2 = self.ln2(resid_mid)
         mlp_out = self.mlp(h2)
@@ -278,12 +299,30 @@ class GPT(nn.Module):
         """Number of parameters (tied weights counted once)."""
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
-        """Logits at every position.
+    def forward(
+        self,
+        token_ids: torch.Tensor,
+        *,
+        positional_encoding: bool = True,
+        causal: bool = True,
+        interventions=None,
+        positions: Sequence[int] | None = None,
+    ) -> torch.Tensor:
+        """Logits at every position (or at ``positions``).
 
         Parameters
         ----------
         token_ids : LongTensor (B, T) or (T,), T <= context_length
+        positional_encoding, causal : bool
+            As in :meth:`trace`.
+        interventions : model.interventions.Interventions, optional
+            What-if changes to attention (ablated heads, extra key masks per batch row, τ,
+            scale on/off); None runs the plain model. One sequence (B = 1) with a key mask
+            (B', T, T) runs B' masked copies that share the embeddings and layer 0's q, k, v:
+            the logits are then (B', T or P, vocab_size).
+        positions : sequence of int, optional
+            Only these positions' logits are wanted (P of them): the last block's MLP and the
+            unembedding run on those rows alone, and the logits are (B, P, vocab_size).
 
         Returns
         -------
@@ -297,7 +336,7 @@ class GPT(nn.Module):
         """
         squeeze = token_ids.dim() == 1
         ids = token_ids.unsqueeze(0) if squeeze else token_ids
-        logits = self._run(ids, positional_encoding=True, causal=True, records=None)
+        logits = self._run(ids, positional_encoding, causal, None, interventions, positions)
         return logits[0] if squeeze else logits
 
     def _run(
@@ -306,6 +345,8 @@ class GPT(nn.Module):
         positional_encoding: bool,
         causal: bool,
         records: dict | None,
+        interventions=None,
+        positions: Sequence[int] | None = None,
     ) -> torch.Tensor:
         """The one forward path behind :meth:`forward` and :meth:`trace`. ids: (B, T)."""
         T = ids.shape[1]
@@ -322,14 +363,16 @@ class GPT(nn.Module):
             x = tok
         if records is not None:
             records.update(tok=tok, pos=pos, x=x, blocks=[])
-        for block in self.blocks:
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
             layer = {} if records is not None else None
-            x = block(x, causal, positional_encoding, layer)
+            rows = None if positions is None or i < last else list(positions)  # the last block: those rows only
+            x = block(x, causal, positional_encoding, layer, interventions, rows)
             if records is not None:
                 records["blocks"].append(layer)
         h = self.ln_f(x)
         weight = self.tok_emb.weight if self.unembed is None else self.unembed.weight
-        logits = F.linear(h, weight)  # (B, T, vocab_size)
+        logits = F.linear(h, weight)  # (B, T, vocab_size), or (B, P, vocab_size) at P positions
         if records is not None:
             records.update(ln_final=h)
         return logits
@@ -346,6 +389,7 @@ class GPT(nn.Module):
         *,
         positional_encoding: bool = True,
         causal: bool = True,
+        interventions=None,
     ) -> Trace:
         """Run the model on one sequence and keep every intermediate.
 
@@ -359,6 +403,10 @@ class GPT(nn.Module):
             (the weights are untouched). No effect on a model without either.
         causal : bool
             False drops the causal mask (every query attends to every key within its window).
+        interventions : model.interventions.Interventions, optional
+            What-if changes (ablated heads, τ, scale on/off, a (T, T) key mask), recorded in
+            ``Trace.interventions``; each layer's ``attn_scale`` is then the multiplier used
+            (scale / τ). None runs the plain model.
 
         Returns
         -------
@@ -369,7 +417,8 @@ class GPT(nn.Module):
         Raises
         ------
         ValueError
-            When an id is outside [0, vocab_size).
+            When an id is outside [0, vocab_size), or ``interventions`` names a head outside the
+            model or has a key mask of another size.
         """
         n_ctx = self.config.context_length
         skipped = 0
@@ -387,8 +436,11 @@ class GPT(nn.Module):
             bad = int(ids[(ids < 0) | (ids >= self.config.vocab_size)][0])
             raise ValueError(f"token id {bad} is outside the vocabulary (0..{self.config.vocab_size - 1})")
         device = self.tok_emb.weight.device
+        iv = None if interventions is None or interventions.changes_nothing else interventions
+        if iv is not None:
+            iv.check(self.config, ids.size)
         rec: dict = {}
-        logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec)
+        logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec, iv)
         uses_pe = positional_encoding and self.config.uses_position
-        scales = [block.attn.scale for block in self.blocks]
-        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales)
+        scales = [block.attn.scale if iv is None else iv.multiplier(block.attn) for block in self.blocks]
+        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales, interventions=iv)

@@ -210,7 +210,7 @@ def test_trace_over_training_json(run_folder, tiny_tokenizer, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["{folder}/nope", "a"], "no such file"),
     (["{folder}/b.safetensors", "a"], "no snapshot folder found"),
-    (["{folder}", "the cat", "--target", "zebra"], "'zebra' is not a token"),
+    (["{folder}", "the cat", "--target", "zebra"], "'zebra' is not one token"),
     (["{folder}", "the cat", "--position", "5"], "position 5 is outside the 2 tokens"),
     (["{folder}", "the cat", "--ids", "1,2"], "not both"),
 ])

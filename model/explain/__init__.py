@@ -1,0 +1,20 @@
+"""Why this prediction? Logit lens, direct logit attribution, leave-one-out, score terms, what-ifs.
+
+Qt-free arithmetic on a :class:`model.records.Trace` and the model that made it. The one call
+for a panel is :func:`explain`; :func:`what_if` and :func:`standard_what_ifs` re-run the model
+with the attention formula changed; :mod:`model.interventions` holds the changes the forward
+pass understands (ablated heads, hidden keys, τ, scale on/off).
+"""
+
+from model.explain.core import Explanation, explain
+from model.explain.dla import DirectLogitAttribution, direct_logit_attribution
+from model.explain.lens import LensStage, logit_lens
+from model.explain.loo import leave_one_out
+from model.explain.scores import ScoreTerms, first_token_attention, first_token_mean, score_terms, score_terms_note
+from model.explain.whatif import WhatIf, attention_entropy, standard_what_ifs, what_if
+
+__all__ = [
+    "DirectLogitAttribution", "Explanation", "LensStage", "ScoreTerms", "WhatIf", "attention_entropy",
+    "direct_logit_attribution", "explain", "first_token_attention", "first_token_mean", "leave_one_out",
+    "logit_lens", "score_terms", "score_terms_note", "standard_what_ifs", "what_if",
+]

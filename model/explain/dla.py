@@ -1,0 +1,136 @@
+"""Direct logit attribution: how much each part of the residual stream adds to one logit.
+
+At position i the logit of target t is LN_f(r_i) · u_t, with r_i the last block's output and
+u_t the target's row of the unembedding. With the final norm's scale frozen at its value at i
+(σ_i for LayerNorm, the root mean square for RMSNorm), LN_f is linear, so the logit is a sum
+over the parts r_i is made of, each dotted with one direction d:
+
+    LayerNorm:  d = w - mean(w),  w = γ ⊙ u_t / σ_i      (the centring moves into d)
+    RMSNorm:    d = γ ⊙ u_t / rms_i
+    logit = Σ_parts part · d  +  β · u_t                  (β: LayerNorm's shift, if any)
+
+This is TransformerLens's ``apply_ln_to_stack`` (Nanda et al., "direct logit attribution").
+The parts: e_i, p_i, per layer every head's a_ij (v_j − b_V) W_O for every source j, the value
+bias (Σ_j a_ij) b_V W_O, W_O's bias, the MLP's output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.records import Trace
+
+
+@dataclass(frozen=True)
+class DirectLogitAttribution:
+    """The target's logit at one position, split into direct contributions (nats of logit).
+
+    Attributes
+    ----------
+    per_head : (n_layers, n_heads, S) float64
+        a_ij (v_j − b_V) W_O through the frozen final norm, dotted with u_t, for source j.
+    sources : (S,) float64
+        ``per_head`` summed over layers and heads: source token j's direct contribution.
+    components : dict of str to float
+        Everything that is not a source, by dotted name: ``embed.tok``, ``embed.pos`` (with a
+        positional table in use), per layer ``blocks.L.attn.b_V`` (with value biases),
+        ``blocks.L.attn.b_O`` (with W_O's bias), ``blocks.L.mlp``, and ``ln_final.shift``
+        (LayerNorm's β · u_t, with a shift).
+    other : float
+        Sum of ``components``.
+    logit : float
+        The trace's logit; ``other + sources.sum()`` equals it up to float32 rounding.
+    """
+
+    per_head: np.ndarray
+    sources: np.ndarray
+    components: dict[str, float]
+    other: float
+    logit: float
+
+
+def unembed_row(model, target: int) -> torch.Tensor:
+    """u_t: (d_model,) float64, the unembedding row of ``target`` (tok_emb when tied)."""
+    weight = model.tok_emb.weight if model.unembed is None else model.unembed.weight  # (vocab_size, d_model)
+    return weight[target].detach().double()
+
+
+def frozen_norm_direction(model, resid: np.ndarray, target: int) -> tuple[np.ndarray, float | None]:
+    """(d, shift): the direction d (d_model,) with LN_f(r)·u_t = r·d + shift for r near ``resid``.
+
+    The final norm's scale is taken at ``resid`` (the residual at the position explained) and
+    frozen; d includes the centring for LayerNorm. shift is β·u_t (None without a shift).
+    """
+    norm = model.ln_f
+    r = torch.tensor(resid, dtype=torch.float64)
+    u = unembed_row(model, target)
+    gamma = norm.weight.detach().double()
+    eps = norm.eps
+    if isinstance(norm, torch.nn.LayerNorm):
+        sigma = torch.sqrt(r.var(unbiased=False) + eps)
+        w = gamma * u / sigma
+        d = w - w.mean()
+        bias = norm.bias
+        shift = float(bias.detach().double() @ u) if bias is not None else None
+    else:  # RMSNorm
+        rms = torch.sqrt(r.pow(2).mean() + eps)
+        d, shift = gamma * u / rms, None
+    return d.numpy(), shift
+
+
+def direct_logit_attribution(model, tr: Trace, position: int, target: int, n_sources: int) -> DirectLogitAttribution:
+    """Split trace ``tr``'s logit of ``target`` at ``position`` into direct contributions.
+
+    Parameters
+    ----------
+    model : GPT
+        The model that made ``tr``.
+    tr : Trace
+    position : int
+        The query position i, 0 <= i < T.
+    target : int
+        A token id.
+    n_sources : int
+        S, how many source positions to report (i + 1 with the causal mask, else T).
+
+    Returns
+    -------
+    DirectLogitAttribution
+    """
+    final = tr.blocks[-1].resid_post if tr.blocks else tr.x
+    d, shift = frozen_norm_direction(model, final[position], target)
+    ablated = tr.interventions.ablate if tr.interventions is not None else ()
+    components: dict[str, float] = {"embed.tok": float(tr.tok[position].astype(np.float64) @ d)}
+    if tr.positional_encoding and model.pos_emb is not None:
+        components["embed.pos"] = float(tr.pos[position].astype(np.float64) @ d)
+    n_heads = model.config.n_heads
+    per_head = np.zeros((len(tr.blocks), n_heads, n_sources))
+    for li, (block, layer) in enumerate(zip(model.blocks, tr.blocks)):
+        attn = block.attn
+        ov_d = (attn.W_O.weight.detach().double().t() @ torch.from_numpy(d)).view(n_heads, -1).numpy()  # (n_heads, d_head)
+        b_v = (attn.W_V.bias.detach().double().view(attn.n_kv_heads, -1).numpy()
+               if attn.W_V.bias is not None else np.zeros((attn.n_kv_heads, attn.d_head)))
+        bias_part = 0.0
+        for h in range(n_heads):
+            if (li, h) in ablated:
+                continue
+            kv = attn.kv_head(h)
+            a = layer.attn_weights[h, position, :n_sources].astype(np.float64)  # (S,)
+            v = layer.v[kv, :n_sources].astype(np.float64) - b_v[kv]  # (S, d_head): v_j without its bias
+            per_head[li, h] = a * (v @ ov_d[h])
+            bias_part += a.sum() * float(b_v[kv] @ ov_d[h])
+        if attn.W_V.bias is not None:
+            components[f"blocks.{li}.attn.b_V"] = bias_part
+        if attn.W_O.bias is not None:
+            components[f"blocks.{li}.attn.b_O"] = float(attn.W_O.bias.detach().double().numpy() @ d)
+        components[f"blocks.{li}.mlp"] = float(layer.mlp_out[position].astype(np.float64) @ d)
+    if shift is not None:
+        components["ln_final.shift"] = shift
+    sources = per_head.sum(axis=(0, 1))
+    return DirectLogitAttribution(
+        per_head=per_head, sources=sources, components=components,
+        other=float(sum(components.values())), logit=float(tr.logits[position, target]),
+    )

@@ -1,0 +1,157 @@
+"""The layer-0 score's four terms, and how much attention goes to the first token.
+
+With a learned positional table, block 0's input is x_i = e_i + p_i. Freeze the first norm's
+scale per token (σ_i of LayerNorm, rms_i of RMSNorm) and the norm is linear in x_i:
+
+    LN1(x_i) = γ ⊙ (e_i − mean e_i)/σ_i  +  γ ⊙ (p_i − mean p_i)/σ_i  +  β
+             =          t_i (token)      +        s_i (position)      +  c
+
+(RMSNorm: no centring and no β.) So q_i = t_i W_Q + s_i W_Q + (c W_Q + b_Q), likewise k_j, and
+each score attn_scale · q_i·k_j is a sum of five T × T maps: token·token, token·position,
+position·token, position·position and the rest (every product with c or a bias). This is exact
+for the recorded scores, not an approximation: the scale really is per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.records import Trace
+
+TERMS = ("token_token", "token_pos", "pos_token", "pos_pos", "rest")
+
+ROPE_NOTE = ("does not apply to RoPE: no position vector is added to the input, so LN1's output has "
+             "no position part to split off; position enters by rotating q_i and k_j inside every "
+             "layer, and a score depends on it only through i − j (see the positional lesson)")
+NONE_NOTE = ("does not apply: the model has no positional encoding (x_i = e_i), so every score is "
+             "token·token plus bias terms")
+OFF_NOTE = ("does not apply: the positional encoding is switched off in this trace (x_i = e_i), so "
+            "there is no position part")
+
+
+@dataclass(frozen=True)
+class ScoreTerms:
+    """Layer 0's attn_scores for one head as five maps, each (T, T), NaN where attn_mask is False.
+
+    Attributes
+    ----------
+    head : int
+        The query head (its key head is the model's ``kv_head(head)``).
+    maps : dict of str to ndarray (T, T) float64
+        ``token_token``, ``token_pos``, ``pos_token``, ``pos_pos``, ``rest`` (q-side part first);
+        their sum is ``attn_scores`` of layer 0, head ``head``, wherever attention is allowed.
+    shares : dict of str to float
+        Each map's Σ|value| over the allowed cells, as a fraction of all five's (they sum to 1).
+    """
+
+    head: int
+    maps: dict[str, np.ndarray]
+    shares: dict[str, float]
+
+
+def score_terms_note(model, tr: Trace) -> str:
+    """"" when :func:`score_terms` applies to this model and trace, else why not (one sentence)."""
+    kind = model.config.positional
+    if kind == "rope":
+        return ROPE_NOTE
+    if kind == "none":
+        return NONE_NOTE
+    if not tr.positional_encoding:
+        return OFF_NOTE
+    return ""
+
+
+def _norm_parts(norm, e: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(t, s, c): the token part (T, d_model), position part (T, d_model) and constant (d_model,)
+    of norm(e + p) with the scale frozen per row."""
+    x = e + p
+    gamma = norm.weight.detach().double().numpy()
+    if isinstance(norm, torch.nn.LayerNorm):
+        inv = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + norm.eps)  # (T, 1): 1/σ_i
+        t = gamma * (e - e.mean(axis=-1, keepdims=True)) * inv
+        s = gamma * (p - p.mean(axis=-1, keepdims=True)) * inv
+        c = norm.bias.detach().double().numpy() if norm.bias is not None else np.zeros_like(gamma)
+    else:  # RMSNorm
+        inv = 1.0 / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + norm.eps)
+        t, s, c = gamma * e * inv, gamma * p * inv, np.zeros_like(gamma)
+    return t, s, c
+
+
+def _bias(linear, head: int, d_head: int) -> torch.Tensor:
+    """Rows head·d_head .. (head+1)·d_head of a linear's bias (zeros without one), float64."""
+    if linear.bias is None:
+        return torch.zeros(d_head, dtype=torch.float64)
+    return linear.bias.detach().double()[head * d_head:(head + 1) * d_head]
+
+
+def score_terms(model, tr: Trace, head: int = 0) -> ScoreTerms:
+    """Split layer 0's scores of ``head`` into token and position terms.
+
+    Parameters
+    ----------
+    model : GPT
+        The model that made ``tr``; it must have a learned positional table.
+    tr : Trace
+        Run with positional encoding on.
+    head : int
+        Query head of layer 0, 0 <= head < n_heads.
+
+    Returns
+    -------
+    ScoreTerms
+
+    Raises
+    ------
+    ValueError
+        When the split does not apply (:func:`score_terms_note` says why) or the head is out of range.
+    """
+    note = score_terms_note(model, tr)
+    if note:
+        raise ValueError(note)
+    if not 0 <= head < model.config.n_heads:
+        raise ValueError(f"head {head} is out of range (0..{model.config.n_heads - 1})")
+    block, layer = model.blocks[0], tr.blocks[0]
+    attn, kv = block.attn, block.attn.kv_head(head)
+    t, s, c = _norm_parts(block.ln1, tr.tok.astype(np.float64), tr.pos.astype(np.float64))
+    # Products in torch, not numpy: numpy's threaded BLAS stalls for milliseconds on a busy machine.
+    t, s, c = (torch.from_numpy(a) for a in (t, s, c))
+    dh = attn.d_head
+    W_Q = attn.W_Q.weight.detach().double()[head * dh:(head + 1) * dh].t()  # (d_model, d_head)
+    W_K = attn.W_K.weight.detach().double()[kv * dh:(kv + 1) * dh].t()  # (d_model, d_head)
+    b_Q = _bias(attn.W_Q, head, dh)
+    b_K = _bias(attn.W_K, kv, dh)
+    qt, qs, qc = t @ W_Q, s @ W_Q, c @ W_Q + b_Q  # (T, d_head), (T, d_head), (d_head,)
+    kt, ks, kc = t @ W_K, s @ W_K, c @ W_K + b_K
+    scale = layer.attn_scale
+    maps = {
+        "token_token": scale * qt @ kt.T,  # (T, T)
+        "token_pos": scale * qt @ ks.T,
+        "pos_token": scale * qs @ kt.T,
+        "pos_pos": scale * qs @ ks.T,
+        "rest": scale * (qc @ (kt + ks).T + ((qt + qs) @ kc)[:, None] + qc @ kc),
+    }
+    maps = {name: m.numpy() for name, m in maps.items()}
+    allowed = layer.attn_mask
+    totals = {name: float(np.abs(m[allowed]).sum()) for name, m in maps.items()}
+    whole = sum(totals.values()) or 1.0
+    for m in maps.values():
+        m[~allowed] = np.nan
+    return ScoreTerms(head=head, maps=maps, shares={name: v / whole for name, v in totals.items()})
+
+
+def first_token_attention(tr: Trace, position: int) -> np.ndarray:
+    """(n_layers, n_heads): the weight of query ``position`` on key 0, in [0, 1]."""
+    if not tr.blocks:
+        return np.zeros((0, 0))
+    return np.stack([layer.attn_weights[:, position, 0] for layer in tr.blocks]).astype(np.float64)
+
+
+def first_token_mean(tr: Trace) -> float:
+    """Mean weight on key 0 over every layer, head and query 1..T-1 (query 0 can only see
+    itself); NaN with fewer than 2 tokens. The "attention sink" of Xiao et al. 2023."""
+    if tr.n_tokens < 2 or not tr.blocks:
+        return float("nan")
+    return float(np.mean([layer.attn_weights[:, 1:, 0].mean() for layer in tr.blocks]))
