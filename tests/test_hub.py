@@ -240,3 +240,13 @@ def test_without_offline_mode_and_no_network_a_cached_model_opens_and_a_missing_
     assert result.stdout.splitlines() == [
         "fixtures/hf-llama",
         "fixtures/missing: not in the local cache and the Hub cannot be reached (no network, or the Hub is down)"]
+
+
+def test_the_progress_in_words_and_as_a_fraction():
+    from explorer.core.hub_progress import summarise
+
+    assert summarise({}) == ("asking the Hub…", None)
+    assert summarise({"Fetching 5 files": (2, 5, "it")}) == ("2 of 5 files", 0.4)
+    text, fraction = summarise({"Fetching 5 files": (2, 5, "it"), "Downloading bytes": (30e6, 40e6, "B"),
+                                "Reconstructing": (10e6, None, "B")})
+    assert text == "2 of 5 files · 30.0 MB of 40.0 MB" and fraction == 0.75
