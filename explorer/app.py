@@ -4,8 +4,8 @@
                          [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
 Opens the main window on PATH (a checkpoint file or folder, or ``hf:REPO_ID[@REVISION]`` for a model
-on the Hugging Face Hub), or on the default checkpoint in assets/. With ``--screenshot`` it renders the window (or one panel) off-screen to a PNG of exactly
-that size and exits.
+on the Hugging Face Hub), or on the default checkpoint in assets/. With ``--screenshot`` it renders
+the window (or one panel) off-screen to a PNG of exactly that size and exits.
 """
 
 from __future__ import annotations

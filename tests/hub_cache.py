@@ -87,7 +87,8 @@ ARCH = Path(__file__).parent / "fixtures" / "arch"
 #: What a download of the config, tokenizer and weights leaves in the cache, per fixture repository
 #: (written out here, not derived from the patterns in model/formats/hub.py, so that a pattern that
 #: asks for more makes the offline snapshot_download refuse the snapshot as incomplete).
-GPT2_FETCHED = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"}
+GPT2_FETCHED = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.json",
+                "merges.txt"}
 NEO_FETCHED = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
 LLAMA_FETCHED = NEO_FETCHED
 LLAMA_BIN_FETCHED = {"config.json", "pytorch_model.bin", "tokenizer.json", "tokenizer_config.json"}

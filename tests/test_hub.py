@@ -22,7 +22,8 @@ from model.formats.hub import FetchCancelled, HubError, HubRef, parse_hub_spec
 from model.trace import main as trace_main
 
 ROOT = Path(__file__).resolve().parents[1]
-OFFLINE_MISSING = "fixtures/missing: not in the local cache and the Hub cannot be reached (offline mode is on: HF_HUB_OFFLINE=1)"
+OFFLINE_MISSING = ("fixtures/missing: not in the local cache and the Hub cannot be reached "
+                   "(offline mode is on: HF_HUB_OFFLINE=1)")
 
 
 def test_the_cache_is_the_tests_own_offline_one_laid_out_as_the_library_reads_it(hub_cache):

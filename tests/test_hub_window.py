@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from explorer.qt.opening import default_save_path
 from explorer_helpers import make_window
 from model.formats import hub
 
 ROOT = Path(__file__).resolve().parents[1]
-MISSING = "fixtures/missing: not in the local cache and the Hub cannot be reached (offline mode is on: HF_HUB_OFFLINE=1)"
+MISSING = ("fixtures/missing: not in the local cache and the Hub cannot be reached"
+           " (offline mode is on: HF_HUB_OFFLINE=1)")
 
 
 @pytest.fixture
@@ -47,7 +49,8 @@ def test_open_from_hub_menu_fetches_off_the_gui_thread_and_names_the_model(windo
     dialogs.texts.append("fixtures/hf-gpt-neo")
     _menu_action(window, "Open from Hugging Face Hub…").trigger()
     s = window.session
-    assert not dialogs.errors and s.checkpoint.name == "fixtures/hf-gpt-neo" and s.checkpoint.source_format == "hf-gpt-neo"
+    assert not dialogs.errors and s.checkpoint.name == "fixtures/hf-gpt-neo"
+    assert s.checkpoint.source_format == "hf-gpt-neo"
     assert len(fetch_threads) == 1 and fetch_threads[0] is not threading.main_thread()
     assert [(p.title, p.closed) for p in dialogs.progress] == [("Open from Hugging Face Hub", True)]
     assert "Fetching fixtures/hf-gpt-neo from the Hugging Face Hub" in dialogs.progress[0].text
@@ -61,12 +64,13 @@ def test_open_from_hub_menu_fetches_off_the_gui_thread_and_names_the_model(windo
     assert window.recent_files() == ["hf:fixtures/hf-llama@v1", "hf:fixtures/hf-gpt-neo"]
 
 
-def test_reload_and_open_recent_fetch_again_by_repository(window, dialogs, fetch_threads, hub_cache):
+def test_reload_and_open_recent_fetch_again_by_repository(window, dialogs, fetch_threads, tmp_path):
     assert window.open_checkpoint("hf:fixtures/hf-gpt2")
     first = window.session.checkpoint
     window.reload()
     s = window.session
     assert s.checkpoint is not first and s.checkpoint.name == "fixtures/hf-gpt2" and len(fetch_threads) == 2
+    assert default_save_path(s.checkpoint, tmp_path) == tmp_path / "hf-gpt2.safetensors"  # not in the cache
     assert window.open_checkpoint(Path(__file__).parent / "fixtures" / "arch" / "hf-llama")
     window._fill_recent_menu()
     assert [a.text() for a in window.recent_menu.actions()][1] == "hf:fixtures/hf-gpt2"

@@ -95,8 +95,7 @@ def parse_hub_spec(text: str) -> HubRef:
         When the text is not of that form (the message quotes it and gives an example).
     """
     raw = text.strip()
-    body = raw[len(HUB_PREFIX):] if raw.startswith(HUB_PREFIX) else raw
-    body = body[len(HUB_URL):] if body.startswith(HUB_URL) else body
+    body = raw.removeprefix(HUB_PREFIX).removeprefix(HUB_URL)
     repo_id, _, revision = body.strip().rstrip("/").partition("@")
     if not repo_id:
         raise HubError(f"{raw!r}: give a Hugging Face repository id, e.g. {HUB_PREFIX}{EXAMPLE}")
