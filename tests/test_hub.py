@@ -248,6 +248,9 @@ def test_the_progress_in_words_and_as_a_fraction():
 
     assert summarise({}) == ("asking the Hub…", None)
     assert summarise({"Fetching 5 files": (2, 5, "it")}) == ("2 of 5 files", 0.4)
-    text, fraction = summarise({"Fetching 5 files": (2, 5, "it"), "Downloading bytes": (30e6, 40e6, "B"),
-                                "Reconstructing": (10e6, None, "B")})
-    assert text == "2 of 5 files · 30.0 MB of 40.0 MB" and fraction == 0.75
+    text, fraction = summarise({"Fetching 5 files": (2, 5, "it"), "Downloading bytes": (30e6, 37.5e6, "B"),
+                                "Reconstructing": (20e6, 40e6, "B")})
+    assert text == "2 of 5 files · 20.0 MB of 40.0 MB" and fraction == 0.5
+    # A second snapshot_download (pytorch_model.bin after no safetensors): its bar, not the first one's.
+    assert summarise({"Fetching 5 files": (5, 5, "it"), "Fetching 1 files": (0, 1, "it")}) == ("0 of 1 files", 0.0)
+    assert summarise({"Downloading bytes": (3e6, None, "B")}) == ("3.0 MB", None)

@@ -15,13 +15,16 @@ def _megabytes(n: float) -> str:
 def summarise(bars: Mapping[str, Bar]) -> tuple[str, float | None]:
     """One line and a fraction done from ``huggingface_hub``'s progress bars, by description.
 
-    The files bar (``Fetching N files``, items) gives "k of N files"; the byte bars (bytes
-    received, bytes written) give the megabytes of the one furthest along. The fraction comes from
-    that byte bar when its total is known, else from the files bar.
+    The files bar (``Fetching N files``, items; the last one to move, when a fetch asks twice)
+    gives "k of N files"; of the byte bars (bytes received, whose total is a guess the library
+    keeps raising, and bytes written, whose total is the sum of the files' sizes) the one with the
+    largest total gives the megabytes. The fraction comes from that byte bar when its total is
+    known, else from the files bar.
 
     Parameters
     ----------
     bars : mapping of str to (done, total, unit)
+        In the order the bars last moved (oldest first).
 
     Returns
     -------
@@ -33,12 +36,12 @@ def summarise(bars: Mapping[str, Bar]) -> tuple[str, float | None]:
     fraction = None
     files = [(done, total) for done, total, unit in bars.values() if unit != "B" and total]
     if files:
-        done, total = max(files, key=lambda bar: bar[1])
+        done, total = files[-1]
         parts.append(f"{int(done)} of {int(total)} files")
         fraction = min(1.0, done / total)
     sizes = [(done, total) for done, total, unit in bars.values() if unit == "B"]
     if sizes:
-        done, total = max(sizes, key=lambda bar: bar[0])
+        done, total = max(sizes, key=lambda bar: (bar[1] or 0, bar[0]))
         parts.append(f"{_megabytes(done)} of {_megabytes(total)}" if total else _megabytes(done))
         if total:
             fraction = min(1.0, done / total)

@@ -64,9 +64,11 @@ class _Fetch:
             self.error = exc
 
     def _on_progress(self, what: str, done: float, total: float | None, unit: str) -> None:
-        """Called by the library's threads: remember the bar; stop the download once cancelled."""
+        """Called by the library's threads: remember the bar (last moved last); stop the download once
+        cancelled."""
         if self.cancel.is_set():
             raise FetchCancelled(self.ref.name)
+        self.bars.pop(what, None)
         self.bars[what] = (done, total, unit)
 
 
