@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 
 from explorer.core.export import write_attention_csv, write_trace_npz
 from explorer.qt import dialogs
+from explorer.qt.stored import read_folder
 
 
 def export_png(widget: QWidget, path: str | os.PathLike) -> None:
@@ -75,7 +76,7 @@ class ExportMenu:
         self.actions["svg"].setText(f"Panel “{title}” as &SVG…")
 
     def _ask(self, title: str, suffix: str, filter: str) -> str | None:
-        start = Path(str(self.window.settings.value("last_export_dir", str(Path.home()))))
+        start = Path(read_folder(self.window.settings, "last_export_dir", str(Path.home())))
         name = f"{self.window.current_panel()}{suffix}" if suffix in (".png", ".svg") else f"trace{suffix}"
         path = dialogs.save_file(self.window, title, str(start / name), filter)
         if path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
 
@@ -15,6 +15,7 @@ from explorer.qt.exporting import ExportMenu
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
+from explorer.qt.stored import read_bytes, read_folder, read_str_list
 from model import Checkpoint
 from model.checkpoint import CheckpointError
 
@@ -213,13 +214,13 @@ class MainWindow(QMainWindow):
     def _on_save_as_triggered(self) -> None:
         ckpt = self.session.checkpoint
         if ckpt is not None:
-            start = default_save_path(ckpt, Path(str(self.settings.value("last_dir", str(ASSETS)))))
+            start = default_save_path(ckpt, Path(read_folder(self.settings, "last_dir", str(ASSETS))))
             path = dialogs.save_file(self, "Save Model As", str(start), SAVE_FILTER)
             if path:
                 self.save_checkpoint_as(Path(path) if Path(path).suffix else Path(path + ".safetensors"))
 
     def _on_open_triggered(self) -> None:
-        start = str(self.settings.value("last_dir", str(ASSETS)))
+        start = read_folder(self.settings, "last_dir", str(ASSETS))
         path = dialogs.open_file(self, "Open Checkpoint", start)
         if path:
             self.settings.setValue("last_dir", str(Path(path).parent))
@@ -228,10 +229,10 @@ class MainWindow(QMainWindow):
     # ---- recent files --------------------------------------------------------------------------------
     def recent_files(self) -> list[str]:
         """Recently opened files that still exist, newest first (missing ones are pruned from settings)."""
-        value = self.settings.value("recent_files", []) or []
-        files = [value] if isinstance(value, str) else list(value)
+        files = read_str_list(self.settings, "recent_files", MAX_RECENT)
         existing = [f for f in files if Path(f).is_file()]
-        if existing != files:
+        raw = self.settings.value("recent_files")
+        if existing != files or not isinstance(raw, (list, str, type(None))):  # pruned, or damaged
             self.settings.setValue("recent_files", existing)
         return existing
 
@@ -312,13 +313,11 @@ class MainWindow(QMainWindow):
 
     # ---- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
-        geometry = self.settings.value("window/geometry")
-        state = self.settings.value("window/state")
-        if isinstance(geometry, QByteArray):  # anything else (a damaged file) is ignored
-            self.restoreGeometry(geometry)
-        else:
+        geometry = read_bytes(self.settings, "window/geometry")  # None for anything else
+        state = read_bytes(self.settings, "window/state")
+        if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1400, 900)
-        if isinstance(state, QByteArray) and self.restoreState(state):
+        if state is not None and self.restoreState(state):
             self._sizes_pending = False  # the user's own proportions
         for panel in self.panels.values():
             if hasattr(panel, "restore_settings"):

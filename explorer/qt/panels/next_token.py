@@ -16,8 +16,11 @@ from explorer.qt.heatmap import settle_view, widen_axis
 from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
+from explorer.qt.stored import read_float, read_int
 
 MAX_K = 200
+DEFAULT_K = 10
+MAX_TEMPERATURE = 10.0
 
 BAR_HEIGHT = 0.8
 
@@ -33,12 +36,12 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         super().__init__(parent)
         self.session = session
         self.top: TopK | None = None
-        self.k_wanted = 10  # the user's k; shown clamped to the vocabulary
+        self.k_wanted = DEFAULT_K  # the user's k; shown clamped to the vocabulary
         self.k_box = QSpinBox()
-        self.k_box.setRange(1, 10)
-        self.k_box.setValue(10)
+        self.k_box.setRange(1, DEFAULT_K)
+        self.k_box.setValue(DEFAULT_K)
         self.temperature_box = QDoubleSpinBox()
-        self.temperature_box.setRange(0.0, 10.0)
+        self.temperature_box.setRange(0.0, MAX_TEMPERATURE)
         self.temperature_box.setSingleStep(0.1)
         self.temperature_box.setDecimals(2)
         self.temperature_box.setValue(1.0)
@@ -164,15 +167,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         settings.setValue("next_token/temperature", self.temperature_box.value())
 
     def restore_settings(self, settings) -> None:
-        """Restore k and the temperature (clamped by the spin boxes; unreadable values are ignored,
-        so that a damaged settings file cannot stop the app from starting)."""
-        try:
-            self.k_wanted = int(settings.value("next_token/k", self.k_wanted))
-        except (TypeError, ValueError):
-            pass
+        """Restore k (1 to MAX_K) and the temperature (0 to 10); a value of another type or out of
+        range (a damaged settings file) gives the default, so it cannot stop the app."""
+        self.k_wanted = read_int(settings, "next_token/k", DEFAULT_K, 1, MAX_K)
         self.k_box.setValue(self.k_wanted)
-        try:
-            temperature = float(settings.value("next_token/temperature", 1.0))
-        except (TypeError, ValueError):
-            temperature = 1.0
-        self.temperature_box.setValue(temperature if math.isfinite(temperature) else 1.0)
+        self.temperature_box.setValue(read_float(settings, "next_token/temperature", 1.0, 0.0, MAX_TEMPERATURE))
