@@ -118,3 +118,47 @@ def test_a_batch_longer_than_the_context_is_refused_not_cropped(tiny_checkpoint)
     rows = [[2, 3]] * 20  # more rows than context_length (8): cropping rows would hide the batch
     with pytest.raises(ValueError, match="a batch of 20 sequences"):
         tiny_checkpoint.model.trace(rows)
+
+
+def test_top_k_refuses_logits_that_are_not_numbers():
+    from explorer.core.nexttoken import top_k
+
+    with pytest.raises(ValueError, match="1 of 3 logits are not numbers"):
+        top_k(np.array([0.5, np.nan, 1.0]), 2)
+    with pytest.raises(ValueError, match="not numbers"):
+        top_k(np.array([0.5, np.inf, 1.0]), 2, temperature=0.0)
+
+
+def test_the_app_says_where_and_draws_no_nan_as_a_value(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    from explorer.qt.heatmap import MASKED_COLOUR
+    from explorer_helpers import make_window, pixel_at_cell
+
+    window = make_window(qtbot, tmp_path, huge_qk(make_tiny_checkpoint(tiny_tokenizer)))
+    s = window.session
+    s.set_text("the cat sat on the mat")
+    assert "layer 0, attn_scores" in window.status.text()  # the status bar says where they start
+    nxt = window.panels["next-token"]
+    assert nxt.top is None and len(nxt.bars.opts["width"]) == 0  # no NaN-width bars
+    assert "not numbers" in nxt.info.text() and "entropy" not in nxt.info.text()
+    att = window.panels["attention"]
+    weights, scores = att.weights, att.scores
+    T = s.trace.n_tokens
+    assert weights.faults is not None and weights.faults.sum() == np.isnan(s.trace.blocks[0].attn_weights[0]).sum()
+    assert weights.note.isVisibleTo(att) and "not numbers" in weights.note.text()
+    row, col = map(int, np.argwhere(weights.faults)[0])
+    assert "not a number" in weights.describe_cell(row, col)
+    assert pixel_at_cell(weights, row, col).name() == MASKED_COLOUR  # blank, not a colour of the map
+    masked = np.isneginf(s.trace.blocks[0].attn_scores[0])
+    assert scores.faults is None or not (scores.faults & masked).any()  # a masked cell is not a fault
+    assert "masked" in scores.describe_cell(0, T - 1)
+    emb = window.panels["embeddings"]
+    assert all(hm.faults is None and not hm.note.isVisibleTo(emb) for hm in emb.heatmaps.values())
+    formula = window.panels["formula"]
+    formula.refresh()
+    assert "not numbers" in formula.agreement.text() and formula.k_map.faults is None  # q, k finite; weights not
+    assert formula.out_map.faults is not None  # the model's head_out row
+    att.all_heads.setChecked(True)
+    assert att.grid_note.isVisibleTo(att) and "L0 H0" in att.grid_note.text()
+    window.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))  # a sound model: every warning goes
+    assert "⚠" not in window.status.text() and nxt.top is not None and "entropy" in nxt.info.text()
+    assert weights.faults is None and not weights.note.isVisibleTo(att) and not att.grid_note.isVisibleTo(att)

@@ -282,11 +282,15 @@ class MainWindow(QMainWindow):
         parts = [s.checkpoint.name if not self.model_note else "random model",
                  f"{n}/{s.config.context_length} tokens",
                  f"model {s.last_model_ms:.1f} ms, drawing {s.last_draw_ms:.1f} ms"]
+        bad = s.trace.nonfinite if s.trace is not None else None
+        if bad is not None:  # first after the model, so that it is never cut off
+            parts.insert(1, f"⚠ {bad}")
         if s.error:
             parts.append(f"error: {s.error}")
         elif self.model_note:
             parts.append(self.model_note)
         self.status.setText("  ·  ".join(parts))
+        self.status.setStyleSheet("QLabel { color:#a00000; }" if bad is not None or s.error else "")
 
     def current_panel(self) -> str:
         """Name of the panel the user last worked in (for Export ▸ Panel)."""

@@ -51,6 +51,7 @@ def _run(request: _Request) -> tuple[Trace | None, Exception | None, float]:
             positional_encoding=request.positional_encoding,
             causal=request.causal,
         )
+        trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached)
         return trace, None, (time.perf_counter() - t0) * 1e3
     except Exception as exc:  # shown in the status bar; the app keeps running
         return None, exc, (time.perf_counter() - t0) * 1e3

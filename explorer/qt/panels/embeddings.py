@@ -52,7 +52,7 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
             return
         labels = axis_labels(self.session.tokens)
         for key, data in embedding_views(trace).items():
-            self.heatmaps[key].set_data(data, self.levels[key], labels)
+            self.heatmaps[key].set_data(data, self.levels[key], labels, blank=False)
         self._on_session_selection_changed()
 
     def _on_session_selection_changed(self) -> None:

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, 
 from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id, is_byte_level, readable_token
 from explorer.core.views import token_label
-from explorer.qt.heatmap import settle_view, widen_axis
+from explorer.qt.heatmap import NOTE_STYLE, settle_view, widen_axis
 from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
@@ -48,6 +48,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.temperature_box.setToolTip("0 = greedy: all probability on the most likely token")
         self.info = QLabel()
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
+        self.info.setWordWrap(True)
         self.info.setToolTip("click a bar to append that token to the text")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
@@ -107,12 +108,15 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         s = self.session
         pos = s.selected_position()
         if s.trace is None or pos is None:
-            self.top = None
-            self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT)
-            self.plot.getAxis("left").setTicks([[], []])
-            self.info.setText("no tokens yet: type some text")
+            self._clear("no tokens yet: type some text")
             return
-        self.top = top_k(s.trace.logits[pos], self.k_box.value(), self.temperature_box.value())
+        logits = s.trace.logits[pos]
+        if not np.isfinite(logits).all():  # no probabilities, no entropy: say so, draw nothing
+            self._clear(f"After position {pos} the logits are not numbers (NaN or inf): no probabilities to "
+                        f"show. The {s.trace.nonfinite or 'status bar says where they start'}.", warn=True)
+            return
+        self.info.setStyleSheet("")
+        self.top = top_k(logits, self.k_box.value(), self.temperature_box.value())
         k = len(self.top.ids)
         ys = np.arange(k, dtype=float)
         self.bars.setOpts(x0=np.zeros(k), y=ys, width=self.top.probs, height=BAR_HEIGHT)
@@ -130,6 +134,14 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             f"after position {pos} {token!r}{last} · entropy {self.top.entropy:.3f} bits "
             f"(max {math.log2(s.config.vocab_size):.3f})"
         )
+
+    def _clear(self, message: str, warn: bool = False) -> None:
+        """No bars; ``message`` in the info line (in red when ``warn``)."""
+        self.top = None
+        self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT)
+        self.plot.getAxis("left").setTicks([[], []])
+        self.info.setText(message)
+        self.info.setStyleSheet(NOTE_STYLE if warn else "")
 
     def append(self, rank: int) -> None:
         """Put the token with this rank (0 = most likely) where the bars predict it: at the end
