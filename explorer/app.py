@@ -89,7 +89,7 @@ def _headless_dialogs(failures: list[str]) -> None:
 
     dialogs.error = error
     dialogs.info = lambda _parent, title, text: print(f"{title}: {text}", file=sys.stderr)
-    dialogs.ask_int = dialogs.ask_choice = dialogs.open_file = dialogs.open_folder = unanswered
+    dialogs.ask_int = dialogs.ask_choice = dialogs.open_file = dialogs.open_folder = dialogs.confirm = unanswered
 
 
 def _has_display() -> bool:
