@@ -181,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         app.processEvents()
         print(f"window shown after {shown:.2f} s, model loaded and drawn after "
               f"{time.perf_counter() - _T0:.2f} s (from importing explorer.app)")
+        window.close()
+        window.session.shutdown()
         _dispose(app, window)
         return 0
-    return app.exec()
+    code = app.exec()
+    window.session.shutdown()  # the window is gone; a trace still running ends before the process
+    return code
 
 
 def _load(window, args) -> bool:

@@ -337,6 +337,8 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        """Save the settings and close at once: a running trace (seconds for a GPT-2-sized model)
+        finishes in the background; the app waits for it only after the window is gone."""
         self.save_settings()
-        self.session.shutdown()
+        self.session.shutdown(wait=False)
         super().closeEvent(event)

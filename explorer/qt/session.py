@@ -227,11 +227,16 @@ class Session(QObject):
         self._unpaced_draw_ms = 0.0  # a later batch (a selection change) is counted on its own
         self.sig_timing_changed.emit()
 
-    def shutdown(self, timeout_ms: int = 30000) -> None:
-        """Drop queued work and wait for a running trace to finish (call before the app exits)."""
+    def shutdown(self, timeout_ms: int = 30000, wait: bool = True) -> None:
+        """Drop queued work and wait for a running trace to finish (call before the app exits).
+
+        With ``wait=False`` it returns at once (a closing window disappears while a slow trace
+        finishes in the background); call it again with ``wait=True`` before the process ends.
+        """
         self._closed = True
         self._pending = None
-        self._pool.waitForDone(timeout_ms)
+        if wait:
+            self._pool.waitForDone(timeout_ms)
 
     # ---- internals -----------------------------------------------------------------------------
     def _set_selection(self, attr: str, value) -> None:
