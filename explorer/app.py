@@ -51,7 +51,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
-    p.add_argument("--startup-time", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--startup-time", action="store_true",
+                   help="print when the window was shown and when the model was drawn, then exit")
     args = p.parse_args(argv)
     if args.panel is not None and args.panel not in panel_names:
         p.error(f"unknown panel {args.panel!r}; choose from {', '.join(panel_names)}")

@@ -196,12 +196,22 @@ class MainWindow(QMainWindow):
         self._update_status()
 
     def reload(self) -> None:
-        """Load the current checkpoint's file again (F5)."""
-        ckpt = self.session.checkpoint
+        """Load the current checkpoint's file again (F5), keeping the selected layer and head (clamped
+        to the file's model) and the selected position while the text still has it."""
+        s = self.session
+        ckpt, kept = s.checkpoint, (s.layer, s.head, s.position)
         if ckpt is not None and ckpt.path is not None:
-            self.open_checkpoint(ckpt.path)
+            if not self.open_checkpoint(ckpt.path):
+                return
         elif ckpt is None or self.model_note:
             self.open_default()
+        else:
+            return
+        layer, head, position = kept
+        s.set_layer(layer)
+        s.set_head(head)
+        if position is not None and position < min(len(s.encoding), s.config.context_length):
+            s.set_position(position)
 
     def save_checkpoint_as(self, path: str | os.PathLike) -> bool:
         """Write the current model as our .safetensors (weights, config, tokenizer) and open that file.

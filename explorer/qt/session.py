@@ -194,9 +194,11 @@ class Session(QObject):
         self._set_selection("_head", max(0, min(int(head), n - 1)))
 
     def set_position(self, position: int | None) -> None:
-        """Select a query row (clamped to the trace), or None for "the last row"."""
+        """Select a query row (clamped to the trace, or while it is computed to the tokens it will
+        have), or None for "the last row"."""
         if position is not None:
-            n = self._trace.n_tokens if self._trace is not None else 0
+            n = self._trace.n_tokens if self._trace is not None else min(
+                len(self._encoding), self.config.context_length if self.config else 0)
             position = None if n == 0 else max(0, min(int(position), n - 1))
         self._set_selection("_position", position)
 

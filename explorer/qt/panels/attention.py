@@ -136,7 +136,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self._build_layout()
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
-        self.all_heads.toggled.connect(self._on_all_heads_toggled)
+        self._all_heads_wanted = False  # the user's choice, kept while a one-head model greys the box
+        self.all_heads.toggled.connect(self._on_all_heads_clicked)
         self.follow(session, self._on_session_model_changed)
         self._on_session_model_changed()
 
@@ -184,10 +185,21 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             box.setRange(0, n - 1)
             box.setEnabled(n > 1)
             box.blockSignals(False)
-        self.all_heads.setEnabled(n_layers * n_heads > 1)
+        # A one-head model has no grid to show: the box is off and grey (never checked but grey),
+        # and the user's choice comes back with a model of several heads.
+        several = n_layers * n_heads > 1
+        self.all_heads.blockSignals(True)
+        self.all_heads.setChecked(self._all_heads_wanted and several)
+        self.all_heads.setEnabled(several)
+        self.all_heads.setToolTip("" if several else "this model has one layer of one head: no grid to show")
+        self.all_heads.blockSignals(False)
         self._place_grid(n_layers, n_heads)
         self._on_all_heads_toggled(self.all_heads.isChecked())
         self.schedule_refresh()
+
+    def _on_all_heads_clicked(self, on: bool) -> None:
+        self._all_heads_wanted = on
+        self._on_all_heads_toggled(on)
 
     def _on_all_heads_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and self.all_heads.isEnabled())

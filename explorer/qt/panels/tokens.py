@@ -61,6 +61,7 @@ class TokensPanel(QWidget):
         session.sig_trace_changed.connect(self.refresh)
         session.sig_selection_changed.connect(self.refresh)
         session.sig_options_changed.connect(self._on_session_options_changed)
+        session.sig_model_changed.connect(self._on_session_options_changed)
         self._on_session_options_changed()
         self._on_session_text_changed()
         self.refresh()
@@ -104,10 +105,16 @@ class TokensPanel(QWidget):
             self.editor.blockSignals(False)
 
     def _on_session_options_changed(self) -> None:
-        for box, on in ((self.pe_box, self.session.positional_encoding), (self.causal_box, self.session.causal)):
+        """Show the session's options; a model without positional encoding greys its box (off), and
+        the session keeps the choice for the next model that has one."""
+        cfg = self.session.config
+        has_pe = cfg is None or bool(cfg.positional_encoding)
+        for box, on in ((self.pe_box, self.session.positional_encoding and has_pe), (self.causal_box, self.session.causal)):
             box.blockSignals(True)
             box.setChecked(on)
             box.blockSignals(False)
+        self.pe_box.setEnabled(has_pe)
+        self.pe_box.setToolTip("" if has_pe else "this model has no positional encoding: x_i = e_i")
 
     def _chip(self, i: int) -> ChipLabel:
         while len(self.chips) <= i:  # grow the pool; chips are reused on every update
