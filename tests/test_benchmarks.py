@@ -15,7 +15,7 @@ REQUIRED = [
     "keystroke_ms_median_t32", "keystroke_ms_p95_t32", "trace_overhead_ratio", "big_model_max_stall_ms",
     "train_throughput_ratio", "memory_growth_mb_1000_edits", "startup_s_median",
     "keystroke_ms_median_t1", "keystroke_ms_median_t16", "keystroke_model_ms_median_t32",
-    "keystroke_paint_ms_median_t32", "big_model_ms_t1024", "big_model_open_s",
+    "keystroke_paint_ms_median_t32", "big_model_ms_t1024", "big_model_open_s", "big_model_paste_max_stall_ms",
 ]
 
 
