@@ -1,10 +1,11 @@
 """The ``transformer-explorer`` command (also ``python -m explorer``).
 
-    transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE]
+    transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
                          [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
-Opens the main window on PATH, or on the default checkpoint in assets/. With ``--screenshot``
-it renders the window (or one panel) off-screen to a PNG of exactly that size and exits.
+Opens the main window on PATH (a checkpoint file or folder), or on the default checkpoint in
+assets/. With ``--screenshot`` it renders the window (or one panel) off-screen to a PNG of exactly
+that size and exits.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ def _size(text: str) -> tuple[int, int]:
 def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Namespace:
     """Parse the command line; a bad option prints one line and exits with code 2."""
     p = _Parser(prog="transformer-explorer", description="Look inside a small transformer while you type.")
-    p.add_argument("path", nargs="?", help="a checkpoint file (default: assets/tinystories-1L1H.safetensors)")
+    p.add_argument("path", nargs="?", help="a checkpoint file or folder (default: assets/tinystories-1L1H.safetensors)")
     p.add_argument("--text", default="", help="text to put in the editor")
     p.add_argument("--n-heads", type=int, help="heads per block, for a file that cannot tell (else asked)")
     p.add_argument("--vocab", metavar="FILE", help="the vocabulary (meta.pkl, vocabulary JSON, tokenizer.json, "
-                   "GPT-2 folder), where it is not beside the file (else asked)")
+                   "llama2.c tokenizer.bin, GPT-2 folder), where it is not beside the file (else asked)")
+    p.add_argument("--book", action="store_true", help="open the attention variants on the book's worked "
+                   "example (Raschka, ch. 3: 'Your journey starts with one step')")
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
@@ -58,6 +61,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
         p.error(f"unknown panel {args.panel!r}; choose from {', '.join(panel_names)}")
     if args.panel is not None and not args.screenshot:
         p.error("--panel needs --screenshot")
+    if args.book and args.panel not in (None, "variants"):
+        p.error(f"--book shows the variants panel, not {args.panel!r}")
     return args
 
 
@@ -163,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         factory = {name: f for name, _, f in PANELS}.get(args.panel)
         widget = factory(window.session) if factory else window
+        if args.book:
+            _show_book(widget if args.panel == "variants" else window)
         try:
             _render(widget, args.size, args.screenshot, app)
         except OSError as exc:  # an unwritable place: one line, not a traceback
@@ -177,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     app.processEvents()
     shown = time.perf_counter() - _T0
     _load(window, args)
+    if args.book:
+        _show_book(window)
     window.statusBar().clearMessage()
     if args.startup_time:
         app.processEvents()
@@ -189,6 +198,17 @@ def main(argv: list[str] | None = None) -> int:
     code = app.exec()
     window.session.shutdown()  # the window is gone; a trace still running ends before the process
     return code
+
+
+def _show_book(widget) -> None:
+    """Switch the variants panel (``widget``, or the window's) to the book's example and bring it forward."""
+    from explorer.qt.panels.variants import VariantsPanel
+
+    if isinstance(widget, VariantsPanel):
+        widget.set_source("book")
+        return
+    widget.panels["variants"].set_source("book")
+    widget.docks["variants"].raise_()
 
 
 def _load(window, args) -> bool:

@@ -7,14 +7,15 @@ from dataclasses import dataclass, fields
 from typing import Iterator, Mapping
 
 import numpy as np
+import torch
 
 
-def _frozen(t) -> np.ndarray:
-    """A read-only float32 numpy copy of a (1, ...) torch tensor, batch axis removed."""
+def _frozen(t, batched: bool = True) -> np.ndarray:
+    """A read-only numpy copy of a torch tensor: float32 (bool stays bool), batch axis removed."""
     t = t.detach()
-    if t.device.type != "cpu" or not (t.dtype.is_floating_point and t.element_size() == 4):
+    if t.dtype != torch.bool and (t.device.type != "cpu" or not (t.dtype.is_floating_point and t.element_size() == 4)):
         t = t.to("cpu").float()  # skipped for CPU float32 (each call costs dispatch time)
-    a = np.ascontiguousarray(t.numpy()[0])
+    a = np.ascontiguousarray(t.cpu().numpy()[0] if batched else t.cpu().numpy())
     a.setflags(write=False)
     return a
 
@@ -26,8 +27,14 @@ class LayerTrace:
     Attributes
     ----------
     ln1 : (T, d_model)        LN1 output, the attention's input h.
-    q, k, v : (n_heads, T, d_head)
-    attn_scores : (n_heads, T, T)   q_i.k_j / sqrt(d_head), -inf where masked (before softmax).
+    q : (n_heads, T, d_head)  queries as they enter the scores (rotated, for a RoPE model).
+    k, v : (n_kv_heads, T, d_head)  keys (rotated for RoPE) and values; query head h reads
+                              key/value head :meth:`kv_head` (h) (n_kv_heads < n_heads: grouped-query).
+    q_pre_rope : (n_heads, T, d_head)     h W_Q before the rotation (the same array as q without RoPE).
+    k_pre_rope : (n_kv_heads, T, d_head)  h W_K before the rotation (the same array as k without RoPE).
+    attn_mask : (T, T) bool   True where query i may attend to key j (causal mask, window).
+    attn_scores : (n_heads, T, T)   attn_scale * q_i.k_j, -inf where attn_mask is False: exactly
+                              what the softmax received.
     attn_weights : (n_heads, T, T)  softmax of attn_scores over keys; rows sum to 1, in [0, 1].
     head_out : (n_heads, T, d_head) each head's out_i = sum_j a_ij v_j.
     attn_out : (T, d_model)   heads concatenated, times W_O (plus its bias).
@@ -35,12 +42,16 @@ class LayerTrace:
     ln2 : (T, d_model)        LN2 output, the MLP's input.
     mlp_out : (T, d_model)
     resid_post : (T, d_model) the block's output, resid_mid + mlp_out.
+    attn_scale : float        what q_i.k_j was multiplied by: 1/sqrt(d_head), or 1 (GPT-Neo).
     """
 
     ln1: np.ndarray
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
+    q_pre_rope: np.ndarray
+    k_pre_rope: np.ndarray
+    attn_mask: np.ndarray
     attn_scores: np.ndarray
     attn_weights: np.ndarray
     head_out: np.ndarray
@@ -49,6 +60,16 @@ class LayerTrace:
     ln2: np.ndarray
     mlp_out: np.ndarray
     resid_post: np.ndarray
+    attn_scale: float = 1.0
+
+    @property
+    def n_heads(self) -> int:
+        """Query heads."""
+        return int(self.q.shape[0])
+
+    def kv_head(self, head: int) -> int:
+        """The key/value head (a row of k and v) that query head ``head`` reads."""
+        return int(head) // (self.q.shape[0] // self.k.shape[0])
 
 
 # Dotted name (TransformerLens style) of each LayerTrace field, relative to ``blocks.N``.
@@ -57,6 +78,9 @@ _LAYER_NAMES = {
     "q": "attn.q",
     "k": "attn.k",
     "v": "attn.v",
+    "q_pre_rope": "attn.q_pre_rope",
+    "k_pre_rope": "attn.k_pre_rope",
+    "attn_mask": "attn.attn_mask",
     "attn_scores": "attn.attn_scores",
     "attn_weights": "attn.attn_weights",
     "head_out": "attn.head_out",
@@ -66,6 +90,20 @@ _LAYER_NAMES = {
     "mlp_out": "mlp.out",
     "resid_post": "resid_post",
 }
+
+
+def _layer_trace(layer: dict, scale: float) -> LayerTrace:
+    """One LayerTrace from a block's record dict; q/k before rotation share q/k's array without RoPE."""
+    arrays: dict = {}
+    for name in _LAYER_NAMES:
+        same = {"q_pre_rope": "q", "k_pre_rope": "k"}.get(name)
+        if same is not None and layer[name] is layer[same]:
+            arrays[name] = arrays[same]
+        elif name == "attn_mask":
+            arrays[name] = _frozen(layer[name], batched=False)
+        else:
+            arrays[name] = _frozen(layer[name])
+    return LayerTrace(**arrays, attn_scale=float(scale))
 
 
 @dataclass(frozen=True)
@@ -149,9 +187,7 @@ class Trace:
     @functools.cached_property
     def probs(self) -> np.ndarray:
         """(T, vocab_size) softmax of the logits over the vocabulary, float32, read-only."""
-        import torch
-
-        return _frozen(torch.softmax(torch.from_numpy(self.logits.copy()), dim=-1).unsqueeze(0))
+        return _frozen(torch.softmax(torch.from_numpy(self.logits.copy()), dim=-1), batched=False)
 
     @functools.cached_property
     def nonfinite(self) -> NonFinite | None:
@@ -176,15 +212,13 @@ class Trace:
         return None
 
     @classmethod
-    def from_records(cls, token_ids, dropped, positional_encoding, causal, rec, logits) -> "Trace":
-        """Build a trace from the dict of torch tensors that ``GPT._run`` fills."""
-        import torch
-
+    def from_records(cls, token_ids, dropped, positional_encoding, causal, rec, logits, scales=None) -> "Trace":
+        """Build a trace from the dict of torch tensors that ``GPT._run`` fills (``scales``: each
+        layer's attn_scale)."""
         ids = np.asarray(token_ids, dtype=np.int64).copy()
         ids.setflags(write=False)
-        layers = tuple(
-            LayerTrace(**{name: _frozen(layer[name]) for name in _LAYER_NAMES}) for layer in rec["blocks"]
-        )
+        scales = scales or [1.0] * len(rec["blocks"])
+        layers = tuple(_layer_trace(layer, scale) for layer, scale in zip(rec["blocks"], scales))
         pos = rec["pos"]
         return cls(
             token_ids=ids,
@@ -216,6 +250,8 @@ class Trace:
         yield "embed.x", self.x
         for i, layer in enumerate(self.blocks):
             for f in fields(LayerTrace):
+                if f.name not in _LAYER_NAMES:
+                    continue
                 yield f"blocks.{i}.{_LAYER_NAMES[f.name]}", getattr(layer, f.name)
         yield "ln_final", self.ln_final
         yield "logits", self.logits

@@ -85,6 +85,16 @@ def _has_combining_marks(text: str) -> bool:
     return any(unicodedata.combining(chr(c)) for c in np.unique(codepoints[codepoints >= 0x300]))
 
 
+def _prepends_space(hf: HFTokenizer) -> bool:
+    """Whether the normalizer puts a space (in its own spelling, such as ``▁``) before every
+    non-empty text, as sentencepiece's dummy prefix does (llama2.c's and Llama's tokenizers)."""
+    normalizer = hf.normalizer
+    if normalizer is None:
+        return False
+    alone = normalizer.normalize_str("x")
+    return alone != "x" and normalizer.normalize_str(" x")[1:] == alone
+
+
 def _past_combining(text: str, end: int) -> int:
     """``end`` moved past combining marks that normalisation folded into the token before it."""
     while end < len(text) and unicodedata.combining(text[end]):
@@ -104,6 +114,7 @@ class Tokenizer:
         self.hf = hf
         self._id_to_token = {i: t for t, i in hf.get_vocab(with_added_tokens=True).items()}
         self.unk_id = hf.token_to_id(UNK)
+        self._space_prefix = _prepends_space(hf)
 
     @property
     def vocab_size(self) -> int:
@@ -116,17 +127,36 @@ class Tokenizer:
         Returns
         -------
         Encoding
-            ids, token strings and [start, end) character spans into ``text``.
+            ids, token strings and [start, end) character spans into ``text``; a token that is not
+            in the text (a BOS the tokenizer puts first) has an empty span.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, not {type(text).__name__}")
-        clean = _clean(text)
-        enc = self.hf.encode(clean, add_special_tokens=False)
+        # The tokenizer's own post-processor runs: one that puts BOS first (llama2.c's, Llama's)
+        # gives it the empty span (0, 0); the others add nothing.
+        return self._encode(text, add_special_tokens=True)
+
+    def _encode(self, text: str, add_special_tokens: bool, shift: int = 0) -> Encoding:
+        """The encoding of ``text`` with its spans moved ``shift`` characters on."""
+        enc = self.hf.encode(_clean(text), add_special_tokens=add_special_tokens)
         spans = enc.offsets
         if _has_combining_marks(text):  # a per-token loop costs 0.2 s per MB of text
             spans = [(start, _past_combining(text, end)) for start, end in spans]
+        if shift:
+            spans = [(start + shift, end + shift) for start, end in spans]
         # enc.tokens are the vocabulary entries of enc.ids, made in Rust rather than looked up here.
         return Encoding(ids=tuple(enc.ids), tokens=tuple(enc.tokens), spans=tuple(spans))
+
+    def _encode_tail(self, text: str, cut: int) -> Encoding:
+        """The tokens of ``text[cut:]`` as they come inside ``text`` (cut at a word boundary):
+        without the special tokens a text starts with. A tokenizer that puts a space before every
+        text (sentencepiece's dummy prefix) encodes ``text[cut + 1:]``, whose prefix stands in for
+        the space at ``cut``; the first token then starts at ``cut``."""
+        if not self._space_prefix:
+            return self._encode(text[cut:], add_special_tokens=False, shift=cut)
+        tail = self._encode(text[cut + 1:], add_special_tokens=False, shift=cut + 1)
+        spans = ((cut, tail.spans[0][1]),) + tail.spans[1:] if tail.spans else ()
+        return Encoding(ids=tail.ids, tokens=tail.tokens, spans=spans)
 
     def encode_edit(self, text: str, before: str, before_encoding: Encoding) -> Encoding:
         """``encode(text)``, re-tokenizing only from shortly before where ``text`` leaves ``before``.
@@ -134,8 +164,9 @@ class Tokenizer:
         Typing at the end of a long text (a pasted book) would otherwise tokenize all of it on
         every keystroke (0.35 s per MB). The tokens that end a few tokens before the first changed
         character are kept from ``before_encoding``, cut at a word boundary (a token end followed
-        by whitespace, where both kinds of pre-tokenizer split); the rest of the text is encoded
-        again. The re-made tokens that overlap kept text must equal the old ones, else the whole
+        by whitespace, where both kinds of pre-tokenizer split; a plain space for a tokenizer with
+        a dummy prefix, see :meth:`_encode_tail`); the rest of the text is encoded again, without
+        the special tokens a text starts with. The re-made tokens that overlap kept text must equal the old ones, else the whole
         text is encoded: the result is always what ``encode(text)`` gives.
 
         Parameters
@@ -151,20 +182,23 @@ class Tokenizer:
         # Old tokens that end before the first change (one ending at it may go on: "cat" + "s").
         unchanged = bisect.bisect_left(spans, n, key=lambda span: span[1])
         kept = unchanged - EDIT_MARGIN_TOKENS
-        while kept > 0 and not _word_boundary(before, spans[kept - 1][1]):
+        while kept > 0 and not self._can_cut(before, spans[kept - 1][1]):
             kept -= 1
         if kept <= 0:
             return self.encode(text)
-        cut = spans[kept - 1][1]
-        tail = self.encode(text[cut:])
-        tail_spans = tuple((start + cut, end + cut) for start, end in tail.spans)
+        tail = self._encode_tail(text, spans[kept - 1][1])
         overlap = unchanged - kept  # re-made tokens that must come out as they were
         if (overlap < 1 or tail.ids[:overlap] != before_encoding.ids[kept:kept + overlap]
-                or tail_spans[:overlap] != spans[kept:kept + overlap]):
+                or tail.spans[:overlap] != spans[kept:kept + overlap]):
             return self.encode(text)  # the tokenizer did not split there as assumed
         return Encoding(ids=before_encoding.ids[:kept] + tail.ids,
                         tokens=before_encoding.tokens[:kept] + tail.tokens,
-                        spans=spans[:kept] + tail_spans)
+                        spans=spans[:kept] + tail.spans)
+
+    def _can_cut(self, text: str, i: int) -> bool:
+        """Whether :meth:`encode_edit` may re-encode from ``i``: a word boundary, and a plain space
+        there when the tokenizer's dummy prefix must stand in for it."""
+        return _word_boundary(text, i) and (not self._space_prefix or text[i] == " ")
 
     def id_to_token(self, token_id: int) -> str:
         """The vocabulary entry for an id, or ``#id`` for an id outside the vocabulary."""

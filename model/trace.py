@@ -1,4 +1,4 @@
-"""The headless command ``python -m model.trace CHECKPOINT TEXT``.
+"""The headless command ``python -m model.trace CHECKPOINT TEXT`` (CHECKPOINT: a file or a folder).
 
 Prints the tokens, the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m model.trace", description="Trace a checkpoint on a text and print what it computed.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint", help="a checkpoint file (our .safetensors, or a format the app opens)")
+    p.add_argument("checkpoint", help="a checkpoint file or folder (our .safetensors, or a format the app opens)")
     p.add_argument("text", nargs="?", default="", help="the input text")
     p.add_argument("--ids", help="comma-separated token ids instead of text, e.g. 3,17,5")
     p.add_argument("--no-pe", action="store_true", help="switch positional encoding off (x_i = e_i)")
@@ -49,9 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top-k", type=int, default=5, help="how many next tokens to list (default 5)")
     p.add_argument("--n-heads", type=int, help="heads per block, for files that cannot tell")
     p.add_argument("--vocab", help="the vocabulary, where it is not beside the checkpoint (a meta.pkl, "
-                   "a word-vocabulary JSON, a tokenizer.json, or a folder with GPT-2's files)")
+                   "a word-vocabulary JSON, a tokenizer.json, a llama2.c tokenizer.bin, or a folder with GPT-2's files)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
+    p.add_argument("--over-training", action="store_true", help="CHECKPOINT is a snapshot folder (or a checkpoint "
+                   "with one): print curves over the training steps (see model/trace_over_training.py)")
+    p.add_argument("--position", type=int, help="with --over-training: the query position (default the last)")
+    p.add_argument("--target", help="with --over-training: the token to follow (default the next one)")
     args = p.parse_intermixed_args(argv)  # the text may come after the options too
+    if args.over_training:
+        from model.trace_over_training import run
+
+        return run(args, _parse_ids)
     try:
         if args.ids is not None and args.text:
             raise ValueError("give the text or --ids, not both")

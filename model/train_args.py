@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also save K checkpoints log-spaced over the steps (the first at step 0)")
     out.add_argument("--snapshot-dir", metavar="DIR", help="snapshot folder (default OUT-STEM-snapshots)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument("--log-file", metavar="FILE", help="also write progress as JSON lines (see model/train_progress.py)")
+    run = p.add_argument_group("hardware")
+    run.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                     help="where to train; auto = cuda when torch sees a GPU (default cpu). Under torchrun "
+                          "each process takes the GPU of its LOCAL_RANK")
     return p
 
 
@@ -129,6 +134,11 @@ def check_args(a: argparse.Namespace) -> None:
             log_spaced_steps(a.steps, a.snapshots)
         except ValueError as exc:
             raise TrainError(str(exc)) from None
+    from model.distributed import env_world_size
+
+    if a.batch_size < env_world_size():
+        raise TrainError(f"--batch-size {a.batch_size} is smaller than the number of processes "
+                         f"({env_world_size()}): every process needs at least one block per step")
     if a.snapshot_dir and not (a.snapshots or a.snapshot_every):
         raise TrainError("--snapshot-dir needs --snapshots or --snapshot-every")
     if not a.resume:
@@ -153,6 +163,14 @@ def _check_paths(a: argparse.Namespace) -> None:
         raise TrainError(f"--val {a.val} is also a --corpus file: never validate on training text")
     if out.resolve() in texts | {Path(a.val).resolve()}:
         raise TrainError(f"--out {a.out} would overwrite a text file")
+    if a.log_file:
+        log = Path(a.log_file)
+        if log.resolve() in texts | {Path(a.val).resolve(), out.resolve()}:
+            raise TrainError(f"--log-file {a.log_file} would overwrite an input or --out")
+        if log.is_dir() or not log.parent.is_dir():
+            raise TrainError(f"--log-file {a.log_file}: " + ("is a folder" if log.is_dir() else
+                                                   f"the folder {log.parent} does not exist"))
+        _check_writable(log, "--log-file")
     if a.snapshots or a.snapshot_every:
         a.snapshot_dir = a.snapshot_dir or str(out.with_name(out.stem + "-snapshots"))
         _check_writable(Path(a.snapshot_dir), "--snapshot-dir")

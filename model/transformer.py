@@ -1,6 +1,6 @@
 """The transformer: a small decoder-only GPT, read top to bottom.
 
-Layout as GPT-2 / nanoGPT (pre-LayerNorm). For token ids t_0 .. t_{T-1}:
+The default model is GPT-2 / nanoGPT's layout (pre-LayerNorm). For token ids t_0 .. t_{T-1}:
 
     x_i = tok_emb[t_i] + pos_emb[i]                          (learned positional table)
     per block:  h = LN1(x)
@@ -14,6 +14,11 @@ Layout as GPT-2 / nanoGPT (pre-LayerNorm). For token ids t_0 .. t_{T-1}:
 
 Scaled dot-product attention is Vaswani et al. 2017, eq. 1. Attention is computed explicitly,
 so the attention weights a trace records are the ones that made the prediction.
+
+Other families change single components (see :class:`model.config.GPTConfig`): RoPE instead of
+the table (q_i and k_j rotated by their positions before the dot product), RMSNorm instead of
+LayerNorm, a SwiGLU MLP, fewer key/value heads than query heads, no 1/sqrt(d_head) (GPT-Neo) and
+local attention windows (GPT-Neo's local layers).
 """
 
 from __future__ import annotations
@@ -27,33 +32,54 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from model.components import RoPE, make_norm
 from model.config import GPTConfig
-from model.records import LayerTrace, Trace
+from model.records import Trace
 
 
 class Attention(nn.Module):
     """Causal multi-head self-attention with explicit scores and weights.
 
-    ``W_Q``, ``W_K``, ``W_V`` and ``W_O`` are ``nn.Linear(d_model, d_model)``; head h uses
-    rows ``h*d_head:(h+1)*d_head`` of the first three (heads are contiguous groups, as in nanoGPT).
+    ``W_Q`` and ``W_O`` are ``nn.Linear`` between d_model and n_heads · d_head, ``W_K`` and ``W_V``
+    map d_model to n_kv_heads · d_head; head h uses rows ``h*d_head:(h+1)*d_head`` of W_Q (heads are
+    contiguous groups, as in nanoGPT) and key/value head :meth:`kv_head` (h).
+
+    Which keys a query may see (:meth:`allowed_keys`), the factor the dot products are multiplied
+    by (:attr:`scale`) and each head's weights (:meth:`head_weights`) are defined here once.
     """
 
-    def __init__(self, config: GPTConfig, device=None) -> None:
+    def __init__(self, config: GPTConfig, layer: int = 0, device=None) -> None:
         super().__init__()
-        self.n_heads = config.n_heads
-        self.d_head = config.d_head
-        d = config.d_model
-        self.W_Q = nn.Linear(d, d, bias=config.qkv_bias, device=device)
-        self.W_K = nn.Linear(d, d, bias=config.qkv_bias, device=device)
-        self.W_V = nn.Linear(d, d, bias=config.qkv_bias, device=device)
-        self.W_O = nn.Linear(d, d, bias=config.linear_bias, device=device)
-        n = config.context_length
-        # causal_mask[i, j] is True where query i may attend to key j (j <= i).
-        self.register_buffer(
-            "causal_mask", torch.ones(n, n, dtype=torch.bool).tril(), persistent=False
-        )
+        self.n_heads, self.n_kv_heads, self.d_head = config.n_heads, config.n_kv_heads, config.d_head
+        d, dh = config.d_model, config.d_head
+        self.W_Q = nn.Linear(d, self.n_heads * dh, bias=config.qkv_bias, device=device)
+        self.W_K = nn.Linear(d, self.n_kv_heads * dh, bias=config.qkv_bias, device=device)
+        self.W_V = nn.Linear(d, self.n_kv_heads * dh, bias=config.qkv_bias, device=device)
+        self.W_O = nn.Linear(self.n_heads * dh, d, bias=config.o_bias, device=device)
+        #: What q_i·k_j is multiplied by: 1/sqrt(d_head), or 1 without scaling (GPT-Neo).
+        self.scale = 1.0 / math.sqrt(dh) if config.scale_scores else 1.0
+        #: 0 for global attention; w > 0: query i sees keys j with i - w < j (GPT-Neo's local layers).
+        self.window = config.attn_window(layer)
+        self.rope = RoPE(config, device) if config.positional == "rope" else None
 
-    def forward(self, h: torch.Tensor, causal: bool, record: dict | None) -> torch.Tensor:
+    def kv_head(self, head: int) -> int:
+        """The key/value head that query head ``head`` reads (grouped-query attention)."""
+        return head // (self.n_heads // self.n_kv_heads)
+
+    def allowed_keys(self, T: int, causal: bool = True, device=None) -> torch.Tensor:
+        """The attention mask: bool (T, T), True where query i may attend to key j.
+
+        With ``causal``: j <= i. With a window w: also i - j < w (without ``causal``,
+        |i - j| < w). Every query may always see itself.
+        """
+        pos = torch.arange(T, device=device)
+        offset = pos[:, None] - pos[None, :]  # (T, T): i - j
+        allowed = offset >= 0 if causal else torch.ones(T, T, dtype=torch.bool, device=device)
+        if self.window:
+            allowed = allowed & (offset.abs() < self.window)
+        return allowed
+
+    def forward(self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None) -> torch.Tensor:
         """Attention output after W_O.
 
         Parameters
@@ -61,80 +87,104 @@ class Attention(nn.Module):
         h : Tensor (B, T, d_model)
             LN1's output.
         causal : bool
-            True masks keys after the query (decoder); False lets every query see every key.
+            True masks keys after the query (decoder); False lets every query see every key
+            (within the window).
+        rotate : bool
+            Apply RoPE (a model with RoPE only): False runs without position.
         record : dict or None
-            When a dict, q, k, v, attn_scores, attn_weights and head_out are stored in it.
+            When a dict, q, k, v (and q, k before rotation), attn_mask, attn_scores,
+            attn_weights and head_out are stored in it.
 
         Returns
         -------
         Tensor (B, T, d_model)
         """
         B, T, _ = h.shape
-        q = self.W_Q(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)
-        k = self.W_K(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)
-        v = self.W_V(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)
-        # q, k, v: (B, n_heads, T, d_head)
-        attn_scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_head)  # (B, n_heads, T, T)
-        if causal:
-            attn_scores = attn_scores.masked_fill(~self.causal_mask[:T, :T], float("-inf"))
+        q = self.W_Q(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, n_heads, T, d_head)
+        k = self.W_K(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
+        v = self.W_V(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
+        q_pre, k_pre = q, k
+        if self.rope is not None and rotate:
+            q, k = self.rope(q), self.rope(k)
+        group = self.n_heads // self.n_kv_heads
+        k_h = k.repeat_interleave(group, dim=1) if group > 1 else k  # (B, n_heads, T, d_head)
+        v_h = v.repeat_interleave(group, dim=1) if group > 1 else v
+        attn_mask = self.allowed_keys(T, causal, h.device)  # (T, T), True = may attend
+        attn_scores = (q @ k_h.transpose(-2, -1)) * self.scale  # (B, n_heads, T, T)
+        if not bool(attn_mask.all()):
+            attn_scores = attn_scores.masked_fill(~attn_mask, float("-inf"))
         attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, n_heads, T, T)
-        head_out = attn_weights @ v  # (B, n_heads, T, d_head)
-        z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, d_model)
+        head_out = attn_weights @ v_h  # (B, n_heads, T, d_head)
+        z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
         if record is not None:
             record.update(
-                q=q, k=k, v=v, attn_scores=attn_scores, attn_weights=attn_weights,
-                head_out=head_out,
+                q=q, k=k, v=v, q_pre_rope=q_pre, k_pre_rope=k_pre, attn_mask=attn_mask,
+                attn_scores=attn_scores, attn_weights=attn_weights, head_out=head_out,
             )
         return self.W_O(z)
 
     def head_weights(self) -> dict[str, np.ndarray]:
-        """Per-head weight matrices, in the course's orientation (q_i = h_i W_Q).
+        """Per-head weight matrices and biases, in the course's orientation (q_i = h_i W_Q + b_Q).
 
         Returns
         -------
         dict
-            ``W_Q``, ``W_K``, ``W_V``: (n_heads, d_model, d_head); ``W_O``: (n_heads, d_head,
-            d_model); float32 numpy copies.
+            ``W_Q``: (n_heads, d_model, d_head); ``W_K``, ``W_V``: (n_kv_heads, d_model, d_head);
+            ``W_O``: (n_heads, d_head, d_model); ``b_Q``: (n_heads, d_head), ``b_K``, ``b_V``:
+            (n_kv_heads, d_head), ``b_O``: (d_model,), zeros where the model has no bias;
+            float32 numpy copies.
         """
-        H, dh = self.n_heads, self.d_head
+        dh = self.d_head
         out = {}
-        for name in ("W_Q", "W_K", "W_V"):
-            w = getattr(self, name).weight.detach().float()  # (d_model_out, d_model_in)
-            out[name] = w.view(H, dh, -1).transpose(1, 2).numpy().copy()  # (H, d_model, d_head)
-        w_o = self.W_O.weight.detach().float()  # (d_model_out, d_model_in)
-        out["W_O"] = w_o.t().reshape(H, dh, -1).numpy().copy()  # (H, d_head, d_model)
+        for name, lin, n in (("Q", self.W_Q, self.n_heads), ("K", self.W_K, self.n_kv_heads),
+                             ("V", self.W_V, self.n_kv_heads)):
+            w = lin.weight.detach().float()  # (n * d_head, d_model)
+            out[f"W_{name}"] = w.view(n, dh, -1).transpose(1, 2).numpy().copy()  # (n, d_model, d_head)
+            b = lin.bias.detach().float() if lin.bias is not None else torch.zeros(n * dh)
+            out[f"b_{name}"] = b.view(n, dh).numpy().copy()
+        w_o = self.W_O.weight.detach().float()  # (d_model, n_heads * d_head)
+        out["W_O"] = w_o.t().reshape(self.n_heads, dh, -1).numpy().copy()  # (n_heads, d_head, d_model)
+        b_o = self.W_O.bias.detach().float() if self.W_O.bias is not None else torch.zeros(w_o.shape[0])
+        out["b_O"] = b_o.numpy().copy()
         return out
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward: GELU(h W_in + b_in) W_out + b_out, hidden width d_mlp."""
+    """Position-wise feed-forward, hidden width d_mlp.
+
+    ``"gelu"``: GELU(h W_in + b_in) W_out + b_out. ``"swiglu"``: (SiLU(h W_gate) ⊙ h W_in) W_out
+    (Shazeer 2020; Llama's gate, up and down projections are fc_gate, fc_in and fc_out).
+    """
 
     def __init__(self, config: GPTConfig, device=None) -> None:
         super().__init__()
-        self.fc_in = nn.Linear(config.d_model, config.d_mlp, bias=config.linear_bias, device=device)
-        self.fc_out = nn.Linear(config.d_mlp, config.d_model, bias=config.linear_bias, device=device)
+        d, d_mlp, bias = config.d_model, config.d_mlp, config.mlp_bias
+        self.fc_gate = nn.Linear(d, d_mlp, bias=bias, device=device) if config.mlp == "swiglu" else None
+        self.fc_in = nn.Linear(d, d_mlp, bias=bias, device=device)
+        self.fc_out = nn.Linear(d_mlp, d, bias=bias, device=device)
         self.approximate = "none" if config.gelu == "exact" else "tanh"
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """(B, T, d_model) -> (B, T, d_model)."""
+        if self.fc_gate is not None:
+            return self.fc_out(F.silu(self.fc_gate(h)) * self.fc_in(h))
         return self.fc_out(F.gelu(self.fc_in(h), approximate=self.approximate))
 
 
 class Block(nn.Module):
-    """One pre-LayerNorm transformer block: x + Attn(LN1(x)), then + MLP(LN2(x))."""
+    """One pre-norm transformer block: x + Attn(LN1(x)), then + MLP(LN2(x))."""
 
-    def __init__(self, config: GPTConfig, device=None) -> None:
+    def __init__(self, config: GPTConfig, layer: int = 0, device=None) -> None:
         super().__init__()
-        d, eps, bias = config.d_model, config.ln_eps, config.ln_bias
-        self.ln1 = nn.LayerNorm(d, eps=eps, bias=bias, device=device)
-        self.attn = Attention(config, device)
-        self.ln2 = nn.LayerNorm(d, eps=eps, bias=bias, device=device)
+        self.ln1 = make_norm(config, device)
+        self.attn = Attention(config, layer, device)
+        self.ln2 = make_norm(config, device)
         self.mlp = MLP(config, device)
 
-    def forward(self, x: torch.Tensor, causal: bool, record: dict | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None) -> torch.Tensor:
         """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict."""
         h1 = self.ln1(x)
-        attn_out = self.attn(h1, causal, record)
+        attn_out = self.attn(h1, causal, rotate, record)
         resid_mid = x + attn_out
         h2 = self.ln2(resid_mid)
         mlp_out = self.mlp(h2)
@@ -186,7 +236,7 @@ class GPT(nn.Module):
     Notes
     -----
     Weights are initialised as nanoGPT does (normal, std 0.02; residual projections scaled by
-    1/sqrt(2 n_layers)); seed torch first for reproducible weights.
+    1/sqrt(2 n_layers); norms at 1 and 0); seed torch first for reproducible weights.
     """
 
     def __init__(self, config: GPTConfig, device=None) -> None:
@@ -194,12 +244,10 @@ class GPT(nn.Module):
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model, device=device)
         self.pos_emb = (
-            nn.Embedding(config.context_length, config.d_model, device=device)
-            if config.positional_encoding
-            else None
+            nn.Embedding(config.context_length, config.d_model, device=device) if config.has_pos_table else None
         )
-        self.blocks = nn.ModuleList(Block(config, device) for _ in range(config.n_layers))
-        self.ln_f = nn.LayerNorm(config.d_model, eps=config.ln_eps, bias=config.ln_bias, device=device)
+        self.blocks = nn.ModuleList(Block(config, i, device) for i in range(config.n_layers))
+        self.ln_f = make_norm(config, device)
         self.unembed = (
             None
             if config.tied_unembed
@@ -216,9 +264,9 @@ class GPT(nn.Module):
 
         The checkpoint loader validates files against this (a test checks it against real models).
         """
-        d, v, n = config.d_model, config.vocab_size, config.context_length
+        d, v, n, dh = config.d_model, config.vocab_size, config.context_length, config.d_head
         shapes: dict[str, tuple[int, ...]] = {"tok_emb.weight": (v, d)}
-        if config.positional_encoding:
+        if config.has_pos_table:
             shapes["pos_emb.weight"] = (n, d)
 
         def linear(name: str, d_in: int, d_out: int, bias: bool) -> None:
@@ -226,20 +274,23 @@ class GPT(nn.Module):
             if bias:
                 shapes[f"{name}.bias"] = (d_out,)
 
-        def layer_norm(name: str) -> None:
+        def norm(name: str) -> None:
             shapes[f"{name}.weight"] = (d,)
-            if config.ln_bias:
+            if config.norm == "layernorm" and config.norm_bias:
                 shapes[f"{name}.bias"] = (d,)
 
         for i in range(config.n_layers):
-            layer_norm(f"blocks.{i}.ln1")
-            for w in ("W_Q", "W_K", "W_V"):
-                linear(f"blocks.{i}.attn.{w}", d, d, config.qkv_bias)
-            linear(f"blocks.{i}.attn.W_O", d, d, config.linear_bias)
-            layer_norm(f"blocks.{i}.ln2")
-            linear(f"blocks.{i}.mlp.fc_in", d, config.d_mlp, config.linear_bias)
-            linear(f"blocks.{i}.mlp.fc_out", config.d_mlp, d, config.linear_bias)
-        layer_norm("ln_f")
+            norm(f"blocks.{i}.ln1")
+            linear(f"blocks.{i}.attn.W_Q", d, config.n_heads * dh, config.qkv_bias)
+            for w in ("W_K", "W_V"):
+                linear(f"blocks.{i}.attn.{w}", d, config.n_kv_heads * dh, config.qkv_bias)
+            linear(f"blocks.{i}.attn.W_O", config.n_heads * dh, d, config.o_bias)
+            norm(f"blocks.{i}.ln2")
+            if config.mlp == "swiglu":
+                linear(f"blocks.{i}.mlp.fc_gate", d, config.d_mlp, config.mlp_bias)
+            linear(f"blocks.{i}.mlp.fc_in", d, config.d_mlp, config.mlp_bias)
+            linear(f"blocks.{i}.mlp.fc_out", config.d_mlp, d, config.mlp_bias)
+        norm("ln_f")
         if not config.tied_unembed:
             linear("unembed", d, v, False)
         return shapes
@@ -301,7 +352,7 @@ class GPT(nn.Module):
             records.update(tok=tok, pos=pos, x=x, blocks=[])
         for block in self.blocks:
             layer = {} if records is not None else None
-            x = block(x, causal, layer)
+            x = block(x, causal, positional_encoding, layer)
             if records is not None:
                 records["blocks"].append(layer)
         h = self.ln_f(x)
@@ -310,6 +361,11 @@ class GPT(nn.Module):
         if records is not None:
             records.update(ln_final=h)
         return logits
+
+    def rope_angles(self, T: int) -> np.ndarray | None:
+        """RoPE's rotation angles (T, d_head/2) in radians for positions 0..T-1, or None without RoPE."""
+        rope = self.blocks[0].attn.rope
+        return None if rope is None else rope.angles[:T].detach().cpu().numpy().copy()
 
     @torch.no_grad()
     def trace(
@@ -327,10 +383,10 @@ class GPT(nn.Module):
             When N > context_length, only the last context_length ids are run and
             ``Trace.dropped`` says how many were left out.
         positional_encoding : bool
-            False runs with x_i = e_i (the weights are untouched). No effect on a model
-            built without a positional table.
+            False runs without position: x_i = e_i for a learned table, no rotation for RoPE
+            (the weights are untouched). No effect on a model without either.
         causal : bool
-            False drops the causal mask (every query attends to every key).
+            False drops the causal mask (every query attends to every key within its window).
 
         Returns
         -------
@@ -362,5 +418,6 @@ class GPT(nn.Module):
         device = self.tok_emb.weight.device
         rec: dict = {}
         logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec)
-        uses_pe = positional_encoding and self.pos_emb is not None
-        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits)
+        uses_pe = positional_encoding and self.config.uses_position
+        scales = [block.attn.scale for block in self.blocks]
+        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales)

@@ -12,7 +12,7 @@ class DialogRecorder:
     def __init__(self) -> None:
         self.errors: list[tuple[str, str]] = []
         self.infos: list[tuple[str, str]] = []
-        self.files: list[str] = []  # answers for open_file / save_file, first in first out
+        self.files: list[str] = []  # answers for open_file / save_file / open_folder, first in first out
         self.confirms: list[tuple[str, str]] = []
         self.confirm_answer = True
         self.progress: list["FakeProgress"] = []
@@ -25,6 +25,8 @@ class DialogRecorder:
         monkeypatch.setattr(dialogs, "info", lambda _p, title, text: self.infos.append((title, text)))
         monkeypatch.setattr(dialogs, "open_file", lambda *a, **k: self.files.pop(0) if self.files else None)
         monkeypatch.setattr(dialogs, "save_file", lambda *a, **k: self.files.pop(0) if self.files else None)
+        monkeypatch.setattr(dialogs, "open_folder", lambda *a, **k: self.files.pop(0) if self.files else None)
+        monkeypatch.setattr(dialogs, "ask_choice", lambda *a, **k: None)
         monkeypatch.setattr(dialogs, "ask_int", lambda *a, **k: None)
         monkeypatch.setattr(dialogs, "confirm", self._confirm)
         monkeypatch.setattr(dialogs, "progress", self._progress)

@@ -17,7 +17,7 @@ from explorer.core.token_text import append_id, ids_encoding, is_byte_level, rea
 from explorer.qt.opening import recall
 from explorer_helpers import DialogRecorder, make_window
 from model.checkpoint import load_checkpoint
-from model.interop.vocab import gpt2_tokenizer
+from model.formats.vocab import gpt2_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
 NANO, RASCHKA = FIX / "ckpt_nanogpt.pt", FIX / "ckpt_raschka.pth"

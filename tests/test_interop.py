@@ -20,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_checkpoint, save_as
-from model.interop.common import propose_n_heads
-from model.interop.nanogpt import strip_prefixes
-from model.interop.safe_pickle import referenced_globals
-from model.interop.vocab import char_tokenizer, gpt2_tokenizer, word_vocab_tokenizer
+from model.formats.common import propose_n_heads
+from model.formats.nanogpt import strip_prefixes
+from model.formats.safe_pickle import referenced_globals
+from model.formats.vocab import char_tokenizer, gpt2_tokenizer, word_vocab_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
 GPT2_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"
@@ -70,7 +70,7 @@ def test_nanogpt_config_and_training_facts():
     ckpt = load_any(NANO, vocab_path=META)
     c = ckpt.config
     assert (c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.d_mlp) == (65, 32, 64, 1, 1, 256)
-    assert (c.qkv_bias, c.linear_bias, c.ln_bias, c.gelu, c.tied_unembed) == (False, False, False, "exact", True)
+    assert (c.qkv_bias, c.o_bias, c.mlp_bias, c.norm_bias, c.gelu, c.tied_unembed) == (False, False, False, False, "exact", True)
     assert ckpt.training["steps"] == 200 and ckpt.training["dataset"] == "shakespeare_char"
     assert ckpt.training["val_loss"] == pytest.approx(2.6128, abs=1e-3)
 
@@ -243,7 +243,7 @@ def test_nanogpt_with_and_without_bias_matches_its_equations(tmp_path, bias):
     args = dict(n_layer=2, n_head=4, n_embd=32, block_size=16, bias=bias, vocab_size=50, dropout=0.0)
     torch.save({"model": sd, "model_args": args, "config": {"dataset": "none"}, "iter_num": 5}, tmp_path / "c.pt")
     ckpt = load_any(tmp_path / "c.pt", allow_no_tokenizer=True)
-    assert (ckpt.config.qkv_bias, ckpt.config.linear_bias, ckpt.config.ln_bias) == (bias,) * 3
+    assert (ckpt.config.qkv_bias, ckpt.config.o_bias, ckpt.config.mlp_bias, ckpt.config.norm_bias) == (bias,) * 4
     ids = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8])
     ref = _nanogpt_reference(sd, 4, ids).numpy()
     assert np.abs(_logits(ckpt, ids.numpy()) - ref).max() <= 1e-5

@@ -105,7 +105,7 @@ def test_without_pe_permuting_the_tokens_before_the_last_keeps_its_prediction(he
 def test_a_model_without_positional_table_says_on_and_off_are_the_same():
     torch.manual_seed(0)
     nope = GPT(GPTConfig(vocab_size=40, context_length=12, d_model=32, n_heads=2, n_layers=1, d_mlp=64,
-                         positional_encoding=False)).eval()
+                         positional="none")).eval()
     c = positional.compare_orders(nope, IDS, positional.reverse(len(IDS), keep_last=True), causal=True)
     np.testing.assert_array_equal(c.attn_delta[0], c.attn_delta[1])
     assert c.sentence(True).startswith("This model has no positional encoding, so switching it on changes nothing.")
@@ -184,7 +184,7 @@ def test_shipped_models_at_the_issue_tolerances(shipped):
         assert c.attn_delta[0].max() < 1e-5 and c.block_delta[0].max() < 1e-5
     kept = positional.compare_orders(model, ids, positional.shuffle(T, 0, keep_last=True))
     assert kept.last_tv[0] < 1e-6
-    if model.config.positional_encoding:
+    if model.config.uses_position:
         assert kept.last_tv[1] > 1e-3
     for pe in (False, True):
         assert "does not explain" not in kept.sentence(pe)

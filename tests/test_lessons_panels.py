@@ -148,13 +148,13 @@ def test_open_twin_loads_the_model_without_positional_encoding(qtbot, session, m
     from model import save_checkpoint
 
     twin = tmp_path / "tinystories-1L1H-nope.safetensors"
-    nope = make_tiny_checkpoint(tiny_tokenizer, positional_encoding=False)
+    nope = make_tiny_checkpoint(tiny_tokenizer, positional="none")
     save_checkpoint(twin, nope.model, tiny_tokenizer, training={"note": "test twin"})
     monkeypatch.setattr(panel_module, "TWIN", twin)
     panel = _show(qtbot, PositionalPanel(session))
     assert panel.twin_button.isVisible()
     panel.twin_button.click()
-    assert session.config.positional_encoding is False and not panel.twin_button.isVisible()
+    assert session.config.positional == "none" and not panel.twin_button.isVisible()
     assert "trained without positional encoding" in panel.warning.text()
     assert panel.comparison.sentence(True).startswith("This model has no positional encoding")
 

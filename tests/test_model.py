@@ -35,8 +35,8 @@ def test_default_config_is_the_course_model():
         (dict(vocab_size=0), "vocab_size"),
         (dict(n_layers=True), "n_layers"),
         (dict(gelu="relu"), "gelu"),
-        (dict(ln_eps=-1.0), "ln_eps"),
-        (dict(positional_encoding="yes"), "positional_encoding"),
+        (dict(norm_eps=-1.0), "norm_eps"),
+        (dict(positional="yes"), "positional"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, field):
@@ -240,8 +240,8 @@ def test_head_weights_reproduce_q_k_v(model):
     "config",
     [
         GPTConfig(vocab_size=11, context_length=4, d_model=8, n_heads=2, n_layers=1, d_mlp=8,
-                  positional_encoding=False, tied_unembed=False, gelu="tanh", qkv_bias=True,
-                  linear_bias=False, ln_bias=False),
+                  positional="none", tied_unembed=False, gelu="tanh", qkv_bias=True,
+                  o_bias=False, mlp_bias=False, norm_bias=False),
     ],
 )
 def test_variants_build_and_trace(config):
@@ -254,8 +254,8 @@ def test_variants_build_and_trace(config):
 
 
 @pytest.mark.parametrize("overrides", [
-    {}, {"positional_encoding": False}, {"tied_unembed": False}, {"qkv_bias": True, "linear_bias": False},
-    {"ln_bias": False, "n_layers": 3},
+    {}, {"positional": "none"}, {"tied_unembed": False}, {"qkv_bias": True, "o_bias": False, "mlp_bias": False},
+    {"norm_bias": False, "n_layers": 3},
 ])
 def test_state_dict_shapes_match_a_built_model(overrides):
     config = GPTConfig(**{**TINY.to_dict(), **overrides})

@@ -58,7 +58,7 @@ def test_all_heads_is_off_and_grey_for_a_one_head_model_and_comes_back(qtbot, tm
 
 def test_the_pe_box_is_off_and_grey_for_a_model_without_positional_encoding(qtbot, tmp_path, tiny_tokenizer, dialogs):
     with_pe = make_tiny_checkpoint(tiny_tokenizer)
-    no_pe = make_tiny_checkpoint(tiny_tokenizer, positional_encoding=False)
+    no_pe = make_tiny_checkpoint(tiny_tokenizer, positional="none")
     window = make_window(qtbot, tmp_path, with_pe)
     box = window.panels["tokens"].pe_box
     assert box.isChecked() and box.isEnabled()

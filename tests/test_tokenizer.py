@@ -111,9 +111,12 @@ PIECES = ["the", "cat", "Café", "cafe\u0301", " ", "  ", "\n", "\t", ".", ",", 
 def _edit_tokenizers():
     from pathlib import Path
 
-    from model.interop.vocab import char_tokenizer, gpt2_tokenizer
+    from model.formats.llama2c_vocab import llama2c_tokenizer
+    from model.formats.vocab import char_tokenizer, gpt2_tokenizer
 
-    found = [train_word_tokenizer(TEXTS, vocab_size=64), char_tokenizer("abcdefghijklmnopqrstuvwxyz .,!'\n")]
+    llama2c = Path(__file__).parent / "fixtures" / "arch" / "llama2c-v0" / "tokenizer.bin"  # a dummy prefix and BOS
+    found = [train_word_tokenizer(TEXTS, vocab_size=64), char_tokenizer("abcdefghijklmnopqrstuvwxyz .,!'\n"),
+             llama2c_tokenizer(llama2c)]
     gpt2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"
     if gpt2.is_dir():
         found.append(gpt2_tokenizer(gpt2))
@@ -126,7 +129,7 @@ EDIT_TOKENIZERS = _edit_tokenizers()
 @settings(max_examples=300, deadline=None)
 @given(base=st.lists(st.sampled_from(PIECES), min_size=0, max_size=60),
        edit=st.lists(st.sampled_from(PIECES), max_size=3), where=st.floats(0, 1), removed=st.integers(0, 6),
-       which=st.integers(0, 2))
+       which=st.integers(0, 3))
 def test_encoding_an_edit_gives_what_encoding_the_whole_text_gives(base, edit, where, removed, which):
     tok = EDIT_TOKENIZERS[which % len(EDIT_TOKENIZERS)]
     before = "".join(base)
@@ -138,9 +141,10 @@ def test_encoding_an_edit_gives_what_encoding_the_whole_text_gives(base, edit, w
 def test_typing_at_the_end_of_a_long_text_re_encodes_only_the_end(tok, monkeypatch):
     before = "the cat sat on the mat . " * 2000
     old = tok.encode(before)
-    seen = []
-    encode = tok.encode
-    monkeypatch.setattr(tok, "encode", lambda text: seen.append(len(text)) or encode(text))
     text = before + "the dog"
-    assert tok.encode_edit(text, before, old) == encode(text)
+    full = tok.encode(text)
+    seen = []
+    encode = tok._encode
+    monkeypatch.setattr(tok, "_encode", lambda text, *a, **k: seen.append(len(text)) or encode(text, *a, **k))
+    assert tok.encode_edit(text, before, old) == full
     assert seen and max(seen) < 100  # only the last few words, not 50,000 characters

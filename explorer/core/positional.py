@@ -250,7 +250,7 @@ def compare_orders(
             attn_d[int(pe)] = relative_delta(la.attn_out, lb.attn_out[inv])
             block_d[int(pe)] = relative_delta(la.resid_post, lb.resid_post[inv])
             tv[int(pe)] = total_variation(a.logits[-1], b.logits[-1])
-    has_pe = bool(cfg.positional_encoding)
+    has_pe = bool(cfg.uses_position)
     pred = np.stack([predict_unchanged(ids, p, pe and has_pe, causal, layer + 1) for pe in (False, True)])
     last_pred = np.array([
         last_unchanged(ids, p, pe and has_pe, causal, cfg.n_layers) for pe in (False, True)

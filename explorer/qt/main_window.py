@@ -128,6 +128,7 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self._action(file_menu, "&Open Checkpoint…", self._on_open_triggered, QKeySequence.StandardKey.Open)
+        self._action(file_menu, "Open &Folder…", self._on_open_folder_triggered, QKeySequence("Ctrl+Shift+O"))
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
@@ -151,7 +152,7 @@ class MainWindow(QMainWindow):
 
     # ---- opening checkpoints -----------------------------------------------------------------------
     def open_checkpoint(self, path: str | os.PathLike, answers: Answers | None = None) -> bool:
-        """Load a checkpoint file of any known format and make it current.
+        """Load a checkpoint file or folder of any known format and make it current.
 
         Questions the file cannot answer (heads per block, the vocabulary) are asked and
         remembered per file (see :mod:`explorer.qt.opening`). On failure an error dialog shows the
@@ -236,11 +237,20 @@ class MainWindow(QMainWindow):
             self.settings.setValue("last_dir", str(Path(path).parent))
             self.open_checkpoint(path)
 
+    def _on_open_folder_triggered(self) -> None:
+        """File ▸ Open Folder: a model kept as a folder (llama2.c's out/, a Hugging Face model)."""
+        start = read_folder(self.settings, "last_dir", str(ASSETS))
+        path = dialogs.open_folder(self, "Open Folder", start)
+        if path:
+            self.settings.setValue("last_dir", str(Path(path).parent))
+            self.open_checkpoint(path)
+
     # ---- recent files --------------------------------------------------------------------------------
     def recent_files(self) -> list[str]:
-        """Recently opened files that still exist, newest first (missing ones are pruned from settings)."""
+        """Recently opened files and folders that still exist, newest first (missing ones are pruned
+        from settings)."""
         files = read_str_list(self.settings, "recent_files", MAX_RECENT)
-        existing = [f for f in files if Path(f).is_file()]
+        existing = [f for f in files if Path(f).exists()]
         raw = self.settings.value("recent_files")
         if existing != files or not isinstance(raw, (list, str, type(None))):  # pruned, or damaged
             self.settings.setValue("recent_files", existing)
@@ -259,8 +269,8 @@ class MainWindow(QMainWindow):
         self.recent_menu.setEnabled(bool(files))
 
     def open_recent(self, path: str) -> bool:
-        """Open a recent file; one that has vanished is reported and pruned."""
-        if not Path(path).is_file():
+        """Open a recent file or folder; one that has vanished is reported and pruned."""
+        if not Path(path).exists():
             dialogs.error(self, "Could not open checkpoint", f"{Path(path).name}: the file no longer exists")
             self.recent_files()
             return False
@@ -272,6 +282,7 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def dropEvent(self, event) -> None:  # noqa: N802
+        """A dropped file or folder is opened (the first, when several are dropped)."""
         files = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
         if files:
             event.acceptProposedAction()

@@ -2,7 +2,8 @@
 
 :func:`model.checkpoint.load_any` raises :class:`model.checkpoint.NeedsInput` when only the
 user can supply something: the number of attention heads (an LLMs-from-scratch ``model.pth``
-without its config JSON) or the vocabulary (a nanoGPT ``ckpt.pt`` without its ``meta.pkl``).
+without its config JSON) or the vocabulary (a nanoGPT ``ckpt.pt`` without its ``meta.pkl``, a
+llama2.c ``model.bin`` without its ``tokenizer.bin``). A path may be a file or a folder.
 :class:`CheckpointOpener` asks (through :mod:`explorer.qt.dialogs`), loads again with every answer
 so far, and remembers the answers per file in QSettings, so that Open Recent, Reload and drag and
 drop open the same file again without asking. Cancelling any question keeps the current model.
@@ -25,8 +26,8 @@ from model import Checkpoint
 from model.checkpoint import CheckpointError, NeedsInput, load_any, save_as
 
 MAX_ROUNDS = 8  # questions per opening; each answer removes one, so this is never reached
-VOCAB_FILTER = ("Vocabularies (*.pkl *.json);;nanoGPT meta.pkl (meta.pkl *.pkl);;"
-                "Vocabulary JSON / tokenizer.json (*.json);;All files (*)")
+VOCAB_FILTER = ("Vocabularies (*.pkl *.json *.bin);;nanoGPT meta.pkl (meta.pkl *.pkl);;"
+                "Vocabulary JSON / tokenizer.json (*.json);;llama2.c tokenizer.bin (*.bin);;All files (*)")
 VOCAB_CHOICES = ["Choose a vocabulary file…", "Choose GPT-2's folder…", "Open without a vocabulary"]
 ERROR_TITLE = "Could not open checkpoint"
 MAX_HEADS = 4096  # a remembered number of heads above this is damage, not an answer

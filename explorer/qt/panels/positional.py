@@ -244,7 +244,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
             box.blockSignals(True)
             box.setChecked(value)
             box.blockSignals(False)
-        trained_with_pe = bool(s.config and s.config.positional_encoding)
+        trained_with_pe = bool(s.config and s.config.uses_position)
         is_twin = bool(s.checkpoint and s.checkpoint.path and Path(s.checkpoint.path).name == TWIN.name)
         self.twin_button.setVisible(trained_with_pe and TWIN.exists() and not is_twin)
         if s.config is not None and not trained_with_pe:

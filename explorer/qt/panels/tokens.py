@@ -108,7 +108,7 @@ class TokensPanel(QWidget):
         """Show the session's options; a model without positional encoding greys its box (off), and
         the session keeps the choice for the next model that has one."""
         cfg = self.session.config
-        has_pe = cfg is None or bool(cfg.positional_encoding)
+        has_pe = cfg is None or bool(cfg.uses_position)
         for box, on in ((self.pe_box, self.session.positional_encoding and has_pe), (self.causal_box, self.session.causal)):
             box.blockSignals(True)
             box.setChecked(on)

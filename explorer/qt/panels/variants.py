@@ -2,19 +2,21 @@
 
 The numbers come from :func:`explorer.core.variants.all_variants`; this file only draws the
 selected variant's scores, weights and outputs, and the line saying how it differs from the
-model's own computation.
+model's own computation. A source switch shows the chapter's own worked example instead
+(:class:`explorer.qt.panels.variants_book.BookView`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from explorer.core import variants
+from explorer.core import book_views, variants
 from explorer.core.views import axis_labels, masked_as_nan, symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap
 from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.panels.variants_book import BookView
 from explorer.qt.session import Session
 
 
@@ -34,8 +36,15 @@ def _side_labels(n: int, keys: list[str]) -> list[str]:
     return labels
 
 
+SOURCES = {"model": "the loaded model", "book": "the book's example"}
+
+
 class VariantsPanel(RefreshWhenShown, QWidget):
-    """A selector for the four variants; each shows scores, weights, outputs and its difference line."""
+    """A selector for the four variants; each shows scores, weights, outputs and its difference line.
+
+    The source switch picks the loaded model (the current tokens) or the book's example (Raschka,
+    ch. 3, "Your journey starts with one step", with the chapter's seeds and printed values).
+    """
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -46,6 +55,11 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         for key in variants.KEYS:
             self.selector.addItem(variants.TITLES[key], key)
         self.selector.currentIndexChanged.connect(lambda _: self.draw())
+        self.source = QComboBox()
+        for key, text in SOURCES.items():
+            self.source.addItem(text, key)
+        self.source.currentIndexChanged.connect(lambda _: self._on_source_changed())
+        self.book = BookView()
         self.header = QLabel()
         self.formula = QLabel()
         self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -66,6 +80,8 @@ class VariantsPanel(RefreshWhenShown, QWidget):
 
     def _build_layout(self) -> None:
         top = QHBoxLayout()
+        top.addWidget(QLabel("source"))
+        top.addWidget(self.source)
         top.addWidget(QLabel("variant"))
         top.addWidget(self.selector)
         top.addWidget(self.header, 1)
@@ -76,13 +92,39 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         outs.addWidget(self.outputs)
         outs.addWidget(self.mixed)
         grid.addLayout(outs, 1, 0, 1, 2)
+        model_page = QWidget()
+        page = QVBoxLayout(model_page)
+        page.setContentsMargins(0, 0, 0, 0)
+        page.addWidget(self.formula)
+        page.addWidget(self.difference)
+        page.addLayout(grid, 1)
+        page.addWidget(self.row_text)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(model_page)
+        self.pages.addWidget(self.book)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
-        layout.addWidget(self.formula)
-        layout.addWidget(self.difference)
-        layout.addLayout(grid, 1)
-        layout.addWidget(self.row_text)
+        layout.addWidget(self.pages, 1)
+
+    def source_key(self) -> str:
+        """``"model"`` or ``"book"``: what the variants run on."""
+        return self.source.currentData()
+
+    def set_source(self, key: str) -> None:
+        """Run the variants on the loaded model (``"model"``) or on the book's example (``"book"``)."""
+        self.source.setCurrentIndex(list(SOURCES).index(key))
+
+    def _on_source_changed(self) -> None:
+        book = self.source_key() == "book"
+        titles = book_views.TITLES if book else variants.TITLES
+        for i, key in enumerate(variants.KEYS):
+            self.selector.setItemText(i, titles[key])
+        self.pages.setCurrentIndex(1 if book else 0)
+        if book:
+            self.draw()
+        else:  # the model's variants were not kept up to date meanwhile
+            self.refresh()
 
     def select(self, key: str) -> None:
         """Show the variant with this key (one of :data:`explorer.core.variants.KEYS`)."""
@@ -95,6 +137,8 @@ class VariantsPanel(RefreshWhenShown, QWidget):
     def refresh(self) -> None:
         """Recompute the four variants for the session's layer, head and position, and redraw."""
         self._stale = False
+        if self.source_key() == "book":  # the book's example does not follow the text
+            return
         s = self.session
         i = s.selected_position()
         self.results = () if i is None or s.model is None else variants.all_variants(s.model, s.trace, s.layer, s.head, i)
@@ -102,6 +146,10 @@ class VariantsPanel(RefreshWhenShown, QWidget):
 
     def draw(self) -> None:
         """Draw the selected variant (everything cleared when there are no tokens)."""
+        if self.source_key() == "book":
+            self.header.setText("Raschka, Build a Large Language Model (From Scratch), chapter 3")
+            self.book.show_variant(variants.KEYS[self.selector.currentIndex()])
+            return
         v = self.current()
         if v is None:
             self.header.setText("no tokens yet: type some text")

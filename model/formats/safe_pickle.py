@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint import CheckpointError
+from model.formats.errors import CheckpointError
 
 # Modules (and builtins) whose callables a checkpoint has no business asking for: a pickle that
 # names one is trying to run code, not describing a model.

@@ -9,6 +9,7 @@
 - GPT-2's byte-level BPE (50,257 tokens) from its ``encoder.json`` and ``vocab.bpe``, found where
   tiktoken caches them (``TIKTOKEN_CACHE_DIR``); nothing is ever downloaded.
 - A ``tokenizer.json``.
+- llama2.c's ``tokenizer.bin`` (:mod:`model.formats.llama2c_vocab`).
 
 Every one is wrapped in :class:`model.tokenizer.Tokenizer`, so ``encode`` reports character spans
 and the tokenizer is saved inside our checkpoints as its tokenizer.json.
@@ -27,7 +28,8 @@ from tokenizers import Regex, decoders, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import BPE, WordLevel
 
-from model.checkpoint import CheckpointError
+from model.formats.errors import CheckpointError
+from model.formats.llama2c_vocab import is_tokenizer_bin, llama2c_tokenizer
 from model.tokenizer import WORD_PATTERN, Tokenizer, word_tokenizer_from_vocab
 
 GPT2_VOCAB_SIZE = 50257
@@ -225,15 +227,17 @@ def tokenizer_from_path(path: Path) -> Tokenizer:
     ------
     CheckpointError
         When the path is none of: a folder with GPT-2's files, a meta.pkl, a word-vocabulary
-        JSON, a tokenizer.json.
+        JSON, a tokenizer.json, a llama2.c tokenizer.bin.
     """
-    from model.interop.safe_pickle import load_restricted
+    from model.formats.safe_pickle import load_restricted
 
     path = Path(path)
     if path.is_dir():
         return gpt2_tokenizer(path)
     if not path.is_file():
         raise CheckpointError(f"{path.name}: no such vocabulary file")
+    if is_tokenizer_bin(path):  # first: it has no magic, and its first byte may be 0x80
+        return llama2c_tokenizer(path)
     with open(path, "rb") as f:
         head = f.read(1)
     if head == b"\x80":  # a pickle (protocol 2 or later): nanoGPT's meta.pkl
@@ -251,7 +255,7 @@ def tokenizer_from_path(path: Path) -> Tokenizer:
             raise CheckpointError(f"{path.name}: {exc}") from None
     raise CheckpointError(
         f"{path.name}: not a vocabulary this app reads (a nanoGPT meta.pkl, a JSON with an 'itos' "
-        "list, a tokenizer.json, or a folder with GPT-2's encoder.json and vocab.bpe)"
+        "list, a tokenizer.json, a llama2.c tokenizer.bin, or a folder with GPT-2's encoder.json and vocab.bpe)"
     )
 
 

@@ -1,4 +1,5 @@
-"""What the foreign-format readers share: their result, key bookkeeping, asking for n_heads."""
+"""What the foreign-format readers share: their result, key bookkeeping, asking for n_heads, and
+turning a translated state dict into a :class:`~model.formats.base.Checkpoint`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from typing import Any, Callable
 
 import torch
 
-from model.checkpoint import CheckpointError, NeedsInput
 from model.config import GPTConfig
+from model.formats.base import (
+    Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, build_model,
+)
+from model.formats.vocab import (
+    GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, gpt2_missing_hint, tokenizer_from_path, vocab_padding,
+)
 from model.tokenizer import Tokenizer
 
+PREFIXES = ("_orig_mod.", "module.")  # what torch.compile and DDP put before state-dict keys
 # Heads per block of GPT-2's four sizes (Radford et al. 2019), by d_model.
 GPT2_HEADS = {768: 12, 1024: 16, 1280: 20, 1600: 25}
 
@@ -93,6 +100,25 @@ class Keys:
             raise CheckpointError(f"{self.path.name}: unexpected tensor(s) in a {self.fmt} file: {names}")
 
 
+def strip_prefixes(path: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """Remove ``_orig_mod.`` (torch.compile) / ``module.`` (DDP) from the start of each key (only the start).
+
+    Raises
+    ------
+    CheckpointError
+        When two keys become the same.
+    """
+    out = {}
+    for key, value in state.items():
+        name = key
+        while name.startswith(PREFIXES):
+            name = name[len(next(p for p in PREFIXES if name.startswith(p))):]
+        if name in out:
+            raise CheckpointError(f"{path.name}: keys {key!r} and another both mean {name!r}")
+        out[name] = value
+    return out
+
+
 def divisors(n: int) -> tuple[int, ...]:
     return tuple(h for h in range(1, n + 1) if n % h == 0)
 
@@ -132,3 +158,65 @@ def make_config(path: Path, **fields: Any) -> GPTConfig:
         return GPTConfig(**fields)
     except ValueError as exc:
         raise CheckpointError(f"{path.name}: {exc}") from None
+
+
+def first_keys(obj: Any) -> str:
+    """A short description of what a file holds, for "not this format" messages."""
+    if isinstance(obj, dict):
+        keys = [str(k)[:80] for k in list(obj)[:8]]
+        return "first keys found: " + (", ".join(keys) if keys else "(none: an empty dict)")
+    return f"it holds a {type(obj).__name__}, not a dict of tensors"
+
+
+def foreign_object(source: Source) -> Any:
+    """The file's top-level object: a dict of tensors (safetensors) or torch.load's result.
+
+    Raises
+    ------
+    NotThisFormat
+        When the file is neither a torch file nor safetensors.
+    CheckpointError
+        When it cannot be read (see :class:`~model.formats.base.Source`).
+    """
+    if source.container == "safetensors":
+        return source.tensors
+    if source.container in ("torch-zip", "pickle"):
+        return source.torch_object
+    raise NotThisFormat("The file is neither a torch file (zip or pickle) nor safetensors.")
+
+
+def _tokenizer(path: Path, conv: Converted, options: OpenOptions) -> Tokenizer | None:
+    """The tokenizer (or None when allowed), from the caller's vocab_path or where the format keeps it."""
+    if options.vocab_path is not None:
+        return tokenizer_from_path(Path(options.vocab_path))
+    tokenizer, searched = conv.find_tokenizer()
+    if tokenizer is not None or options.allow_no_tokenizer:
+        return tokenizer
+    rows = conv.config.vocab_size
+    message = f"{path.name}: no vocabulary was found for this model ({rows} tokens). Looked for: "
+    message += ", ".join(str(p) for p in searched) + "."
+    if rows in (GPT2_VOCAB_SIZE, GPT2_PADDED_ROWS):
+        message += " " + gpt2_missing_hint()
+    message += " Choose the vocabulary file, or open the model without one (tokens named by id)."
+    raise NeedsInput(message, kind="vocab", path=path, searched=tuple(searched))
+
+
+def finish(source: Source, conv: Converted, options: OpenOptions) -> Checkpoint:
+    """Build and validate the model of a translated file, then find its tokenizer.
+
+    The model is built first, so that a bad file is reported before the user is asked for a
+    vocabulary.
+
+    Raises
+    ------
+    NeedsInput
+        kind ``"vocab"`` when no vocabulary is found and none may be missing.
+    CheckpointError
+        For bad tensors, or a vocabulary whose size differs from the embedding rows.
+    """
+    path = source.path
+    model = build_model(path, conv.config, conv.tensors)
+    tokenizer = _tokenizer(path, conv, options)
+    padding = vocab_padding(path, tokenizer, conv.config.vocab_size) if tokenizer is not None else 0
+    return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=conv.training,
+                      source_format=conv.source_format, vocab_padding=padding)

@@ -17,35 +17,20 @@ from typing import Any
 
 import torch
 
-from model.checkpoint import CheckpointError
-from model.interop.common import Converted, Keys, check_n_heads, make_config, needs_n_heads
-from model.interop.safe_pickle import load_restricted
-from model.interop.vocab import (
+from model.formats.base import CheckpointError
+from model.formats.base import Checkpoint, NotThisFormat, OpenOptions, Source
+from model.formats.common import (
+    Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads,
+    strip_prefixes,
+)
+from model.formats.safe_pickle import load_restricted
+from model.formats.vocab import (
     GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, find_gpt2_tokenizer, gpt2_search_dirs, tokenizer_from_meta,
 )
 
 FORMAT = "nanogpt"
-PREFIXES = ("_orig_mod.", "module.")
+DESCRIPTION = "nanoGPT ckpt.pt (or its bare state_dict)"
 _WTE = "transformer.wte.weight"
-
-
-def strip_prefixes(path: Path, state: dict[str, Any]) -> dict[str, Any]:
-    """Remove ``_orig_mod.`` / ``module.`` from the start of each key (only the start).
-
-    Raises
-    ------
-    CheckpointError
-        When two keys become the same.
-    """
-    out = {}
-    for key, value in state.items():
-        name = key
-        while name.startswith(PREFIXES):
-            name = name[len(next(p for p in PREFIXES if name.startswith(p))):]
-        if name in out:
-            raise CheckpointError(f"{path.name}: keys {key!r} and another both mean {name!r}")
-        out[name] = value
-    return out
 
 
 def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
@@ -67,6 +52,23 @@ def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
         if _WTE in state:
             return state, None, {}
     return None
+
+
+def read(source: Source, options: OpenOptions) -> Checkpoint:
+    """Open a nanoGPT checkpoint (or bare state dict) as our model.
+
+    Raises
+    ------
+    NotThisFormat
+        When the file holds no nanoGPT state dict.
+    NeedsInput, CheckpointError
+        As :func:`model.checkpoint.load_any`.
+    """
+    obj = foreign_object(source)
+    found = recognise(source.path, obj)
+    if found is None:
+        raise NotThisFormat(first_keys(obj))
+    return finish(source, convert(source.path, *found, n_heads=options.n_heads), options)
 
 
 def _drop_mask_buffers(state: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +145,7 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
     keys.finish()
     config = make_config(
         path, vocab_size=vocab, context_length=ctx, d_model=d, n_heads=heads, n_layers=n_layers,
-        d_mlp=d_mlp, qkv_bias=bias, linear_bias=bias, ln_bias=bias, gelu="exact", ln_eps=1e-5,
+        d_mlp=d_mlp, qkv_bias=bias, o_bias=bias, mlp_bias=bias, norm_bias=bias, gelu="exact", norm_eps=1e-5,
         tied_unembed=tied,
     )
     return Converted(FORMAT, config, out, _training(run, path),

@@ -13,14 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint import CheckpointError
-from model.interop.common import Converted, Keys, check_n_heads, make_config, needs_n_heads
-from model.interop.vocab import (
+from model.formats.base import CheckpointError
+from model.formats.base import Checkpoint, NotThisFormat, OpenOptions, Source
+from model.formats.common import (
+    Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads,
+)
+from model.formats.vocab import (
     GPT2_VOCAB_SIZE, find_gpt2_tokenizer, find_word_vocab, gpt2_search_dirs, read_json,
     tokenizer_from_path,
 )
 
 FORMAT = "llms-from-scratch"
+DESCRIPTION = "LLMs-from-scratch model.pth / model_and_optimizer.pth"
 _ATT = {"W_query": "W_Q", "W_key": "W_K", "W_value": "W_V"}
 
 
@@ -33,6 +37,23 @@ def recognise(obj: Any) -> dict | None:
     ):
         return obj
     return None
+
+
+def read(source: Source, options: OpenOptions) -> Checkpoint:
+    """Open an LLMs-from-scratch ``GPTModel`` state dict as our model.
+
+    Raises
+    ------
+    NotThisFormat
+        When the file holds no such state dict.
+    NeedsInput, CheckpointError
+        As :func:`model.checkpoint.load_any`.
+    """
+    obj = foreign_object(source)
+    state = recognise(obj)
+    if state is None:
+        raise NotThisFormat(first_keys(obj))
+    return finish(source, convert(source.path, state, options.n_heads), options)
 
 
 def sidecar_paths(path: Path) -> list[Path]:
@@ -125,7 +146,7 @@ def convert(path: Path, state: dict, n_heads: int | None) -> Converted:
     keys.finish()
     config = make_config(
         path, vocab_size=vocab, context_length=ctx, d_model=d, n_heads=heads, n_layers=n_layers,
-        d_mlp=d_mlp, qkv_bias=qkv_bias, linear_bias=bias, ln_bias=True, gelu="tanh", ln_eps=1e-5,
+        d_mlp=d_mlp, qkv_bias=qkv_bias, o_bias=bias, mlp_bias=bias, norm_bias=True, gelu="tanh", norm_eps=1e-5,
         tied_unembed=False,
     )
     training = {"source": "LLMs-from-scratch", "file": path.name}

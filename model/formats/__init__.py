@@ -1,0 +1,13 @@
+"""Checkpoint formats, each a reader module beside the others; :mod:`model.checkpoint` dispatches.
+
+- :mod:`model.formats.base`: what every format shares (``Checkpoint``, the errors, the sniffed
+  ``Source``, building and validating a model from tensors);
+- :mod:`model.formats.native`: our own ``.safetensors``;
+- foreign formats, translated to our config and state-dict names: :mod:`~model.formats.nanogpt`,
+  :mod:`~model.formats.raschka` (LLMs-from-scratch); with :mod:`~model.formats.common` (what they
+  share), :mod:`~model.formats.vocab` (their vocabularies) and :mod:`~model.formats.safe_pickle`
+  (reading pickles without running them).
+
+Torch files are read with ``torch.load(map_location="cpu", weights_only=True)`` only; vocabulary
+pickles with an unpickler that looks nothing up.
+"""

@@ -1,0 +1,55 @@
+"""The errors every checkpoint reader raises (the bottom layer of :mod:`model.formats`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class CheckpointError(Exception):
+    """A checkpoint file could not be read or is not valid; the message names file and problem."""
+
+
+class NotThisFormat(CheckpointError):
+    """Raised by a reader whose format the file is not; the dispatcher then tries the next one.
+
+    Parameters
+    ----------
+    message : str
+        What the reader found instead (for the "tried: ..." message when no reader fits).
+    """
+
+
+class NeedsInput(CheckpointError):
+    """The file is sound but cannot be opened without something only the user can supply.
+
+    Call :func:`model.checkpoint.load_any` again with the answer (and every earlier answer):
+    ``n_heads=`` for kind ``"n_heads"``; ``vocab_path=`` (or ``allow_no_tokenizer=True``) for
+    kind ``"vocab"``.
+
+    Parameters
+    ----------
+    message : str
+        What is missing and how to supply it, starting with the file name.
+    kind : str
+        ``"n_heads"`` (heads per block cannot be read from the weights) or ``"vocab"`` (no
+        vocabulary was found for the model).
+    path : path-like
+        The checkpoint file.
+    proposed : int, optional
+        For ``"n_heads"``: the most likely value, to offer as the default.
+    choices : tuple of int
+        For ``"n_heads"``: every value the weights allow (the divisors of d_model).
+    searched : tuple of Path
+        For ``"vocab"``: the places where a vocabulary was looked for.
+    """
+
+    def __init__(self, message: str, *, kind: str, path: str | os.PathLike,
+                 proposed: int | None = None, choices: tuple[int, ...] = (),
+                 searched: tuple[Path, ...] = ()) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.path = Path(path)
+        self.proposed = proposed
+        self.choices = tuple(choices)
+        self.searched = tuple(searched)

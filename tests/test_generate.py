@@ -1,0 +1,80 @@
+"""Generation: greedy equals step-by-step argmax, seeded sampling repeats, top-k and top-p keep
+exactly what they promise."""
+
+import numpy as np
+import pytest
+import torch
+
+from model import GPT, GPTConfig
+from model.generate import Sampling, generate, sampling_distribution
+
+CONFIG = GPTConfig(vocab_size=31, context_length=6, d_model=16, n_heads=2, n_layers=2, d_mlp=32)
+
+
+@pytest.fixture(scope="module")
+def model() -> GPT:
+    torch.manual_seed(3)
+    m = GPT(CONFIG).eval()
+    with torch.no_grad():  # sharper distributions than the init's near-uniform ones
+        m.tok_emb.weight.mul_(20)
+    return m
+
+
+def test_greedy_equals_repeated_argmax_of_the_traces_last_logits(model):
+    ids = [3, 1, 4]
+    steps = generate(model, ids, 9)  # longer than the context: the window slides
+    expected = list(ids)
+    for _ in range(9):
+        expected.append(int(np.argmax(model.trace(expected).logits[-1])))
+    assert [s.token_id for s in steps] == expected[3:]
+    assert all(s.prob == 1.0 for s in steps)
+
+
+def test_seeded_sampling_is_reproducible_and_seeds_differ(model):
+    sampling = Sampling(temperature=1.5, seed=7)
+    a = [s.token_id for s in generate(model, [2], 12, sampling)]
+    b = [s.token_id for s in generate(model, [2], 12, sampling)]
+    c = [s.token_id for s in generate(model, [2], 12, Sampling(temperature=1.5, seed=8))]
+    assert a == b and a != c
+
+
+def test_top_p_keeps_the_smallest_set_whose_probability_reaches_p():
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+    for p, kept in ((0.5, [0]), (0.51, [0, 1]), (0.8, [0, 1]), (0.81, [0, 1, 2]), (1.0, [0, 1, 2, 3])):
+        dist = sampling_distribution(logits, Sampling(temperature=1.0, top_p=p))
+        assert np.flatnonzero(dist).tolist() == kept, p
+        np.testing.assert_allclose(dist.sum(), 1.0)
+
+
+def test_top_k_and_temperature():
+    logits = np.array([2.0, 1.0, 0.0, -1.0])
+    dist = sampling_distribution(logits, Sampling(temperature=1.0, top_k=2))
+    np.testing.assert_allclose(dist, [np.e / (np.e + 1), 1 / (np.e + 1), 0, 0])
+    hot = sampling_distribution(logits, Sampling(temperature=100.0))
+    assert np.ptp(hot) < 0.02  # a high temperature flattens the distribution
+    assert sampling_distribution(logits, Sampling()).tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_sampled_tokens_come_from_the_kept_set(model):
+    steps = generate(model, [5], 30, Sampling(temperature=1.0, top_k=3, seed=1))
+    for s in steps:
+        assert s.token_id in s.top_ids[:3].tolist()
+
+
+def test_stop_and_stream(model):
+    seen = []
+    steps = generate(model, [1], 10, on_step=seen.append, should_stop=lambda: len(seen) >= 4)
+    assert len(steps) == 4 and seen == steps
+
+
+@pytest.mark.parametrize("kwargs", [dict(temperature=-1), dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-2)])
+def test_bad_settings_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        Sampling(**kwargs)
+
+
+def test_bad_input_is_refused(model):
+    with pytest.raises(ValueError, match="at least one token"):
+        generate(model, [], 3)
+    with pytest.raises(ValueError, match="0..30"):
+        generate(model, [99], 3)
