@@ -13,6 +13,10 @@ class DialogRecorder:
         self.errors: list[tuple[str, str]] = []
         self.infos: list[tuple[str, str]] = []
         self.files: list[str] = []  # answers for open_file / save_file / open_folder, first in first out
+        self.confirms: list[tuple[str, str]] = []
+        self.confirm_answer = True
+        self.progress: list["FakeProgress"] = []
+        self.cancel_after: int | None = None  # the progress dialog's Cancel is pressed after this many updates
 
     def install(self, monkeypatch) -> "DialogRecorder":
         from explorer.qt import dialogs
@@ -24,7 +28,36 @@ class DialogRecorder:
         monkeypatch.setattr(dialogs, "open_folder", lambda *a, **k: self.files.pop(0) if self.files else None)
         monkeypatch.setattr(dialogs, "ask_choice", lambda *a, **k: None)
         monkeypatch.setattr(dialogs, "ask_int", lambda *a, **k: None)
+        monkeypatch.setattr(dialogs, "confirm", self._confirm)
+        monkeypatch.setattr(dialogs, "progress", self._progress)
         return self
+
+    def _confirm(self, _parent, title, text) -> bool:
+        self.confirms.append((title, text))
+        return self.confirm_answer
+
+    def _progress(self, _parent, title, text, maximum) -> "FakeProgress":
+        self.progress.append(FakeProgress(title, text, maximum, self.cancel_after))
+        return self.progress[-1]
+
+
+class FakeProgress:
+    """Stands in for dialogs.Progress: records the values shown; "presses" Cancel after n updates."""
+
+    def __init__(self, title: str, text: str, maximum: int, cancel_after: int | None) -> None:
+        self.title, self.text, self.maximum = title, text, maximum
+        self.values: list[int] = []
+        self.cancel_after = cancel_after
+        self.closed = False
+
+    def set_value(self, value: int) -> None:
+        self.values.append(value)
+
+    def cancelled(self) -> bool:
+        return self.cancel_after is not None and len(self.values) >= self.cancel_after
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def make_window(qtbot, tmp_path, checkpoint, compute_mode: str = "sync"):
