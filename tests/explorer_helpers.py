@@ -15,6 +15,8 @@ class DialogRecorder:
         self.files: list[str] = []  # answers for open_file / save_file / open_folder, first in first out
         self.texts: list[str] = []  # answers for ask_text, first in first out (None when empty: cancelled)
         self.asked: list[tuple[str, str, str]] = []  # ask_text's (title, label, proposed text)
+        self.confirms: list[tuple[str, str]] = []
+        self.confirm_answer = True
         self.progress: list["FakeProgress"] = []
         self.cancel_after: int | None = None  # the progress dialog's Cancel is pressed after this many updates
 
@@ -29,12 +31,17 @@ class DialogRecorder:
         monkeypatch.setattr(dialogs, "ask_choice", lambda *a, **k: None)
         monkeypatch.setattr(dialogs, "ask_int", lambda *a, **k: None)
         monkeypatch.setattr(dialogs, "ask_text", self._ask_text)
+        monkeypatch.setattr(dialogs, "confirm", self._confirm)
         monkeypatch.setattr(dialogs, "progress", self._progress)
         return self
 
     def _ask_text(self, _parent, title, label, text="") -> str | None:
         self.asked.append((title, label, text))
         return self.texts.pop(0) if self.texts else None
+
+    def _confirm(self, _parent, title, text) -> bool:
+        self.confirms.append((title, text))
+        return self.confirm_answer
 
     def _progress(self, _parent, title, text, maximum) -> "FakeProgress":
         self.progress.append(FakeProgress(title, text, maximum, self.cancel_after))

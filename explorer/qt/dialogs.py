@@ -23,6 +23,13 @@ def info(parent: QWidget | None, title: str, text: str) -> None:
     QMessageBox.information(parent, title, text)
 
 
+def confirm(parent: QWidget | None, title: str, text: str) -> bool:
+    """Ask whether to go on (OK / Cancel) and wait for the answer; True for OK."""
+    buttons = QMessageBox.StandardButton.Ok | QMessageBox.StandardButton.Cancel
+    answer = QMessageBox.question(parent, title, text, buttons, QMessageBox.StandardButton.Cancel)
+    return answer == QMessageBox.StandardButton.Ok
+
+
 class Progress:
     """A progress dialog with a Cancel button that does not wait (see :func:`progress`)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
 
@@ -16,6 +16,7 @@ from explorer.qt.hub_opening import ask_repo
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
+from explorer.qt.stored import read_bytes, read_folder, read_str_list
 from model import Checkpoint
 from model.checkpoint import CheckpointError
 from model.formats.hub import is_hub_spec
@@ -202,12 +203,23 @@ class MainWindow(QMainWindow):
         self._update_status()
 
     def reload(self) -> None:
-        """Load the current checkpoint's file again (F5)."""
-        ckpt = self.session.checkpoint
+        """Load the current checkpoint's file again (F5), or its repository for a Hub model, keeping the
+        selected layer and head (clamped to the file's model) and the selected position while the text
+        still has it."""
+        s = self.session
+        ckpt, kept = s.checkpoint, (s.layer, s.head, s.position)
         if ckpt is not None and (ckpt.origin or ckpt.path) is not None:
-            self.open_checkpoint(ckpt.origin or ckpt.path)
+            if not self.open_checkpoint(ckpt.origin or ckpt.path):
+                return
         elif ckpt is None or self.model_note:
             self.open_default()
+        else:
+            return
+        layer, head, position = kept
+        s.set_layer(layer)
+        s.set_head(head)
+        if position is not None and position < min(len(s.encoding), s.config.context_length):
+            s.set_position(position)
 
     def save_checkpoint_as(self, path: str | os.PathLike) -> bool:
         """Write the current model as our .safetensors (weights, config, tokenizer) and open that file.
@@ -220,13 +232,13 @@ class MainWindow(QMainWindow):
     def _on_save_as_triggered(self) -> None:
         ckpt = self.session.checkpoint
         if ckpt is not None:
-            start = default_save_path(ckpt, Path(str(self.settings.value("last_dir", str(ASSETS)))))
+            start = default_save_path(ckpt, Path(read_folder(self.settings, "last_dir", str(ASSETS))))
             path = dialogs.save_file(self, "Save Model As", str(start), SAVE_FILTER)
             if path:
                 self.save_checkpoint_as(Path(path) if Path(path).suffix else Path(path + ".safetensors"))
 
     def _on_open_triggered(self) -> None:
-        start = str(self.settings.value("last_dir", str(ASSETS)))
+        start = read_folder(self.settings, "last_dir", str(ASSETS))
         path = dialogs.open_file(self, "Open Checkpoint", start)
         if path:
             self.settings.setValue("last_dir", str(Path(path).parent))
@@ -234,7 +246,7 @@ class MainWindow(QMainWindow):
 
     def _on_open_folder_triggered(self) -> None:
         """File ▸ Open Folder: a model kept as a folder (llama2.c's out/, a Hugging Face model)."""
-        start = str(self.settings.value("last_dir", str(ASSETS)))
+        start = read_folder(self.settings, "last_dir", str(ASSETS))
         path = dialogs.open_folder(self, "Open Folder", start)
         if path:
             self.settings.setValue("last_dir", str(Path(path).parent))
@@ -250,10 +262,10 @@ class MainWindow(QMainWindow):
     def recent_files(self) -> list[str]:
         """Recently opened files and folders that still exist, and Hub models (``hf:REPO_ID``), newest
         first (missing files are pruned from settings)."""
-        value = self.settings.value("recent_files", []) or []
-        files = [value] if isinstance(value, str) else list(value)
+        files = read_str_list(self.settings, "recent_files", MAX_RECENT)
         existing = [f for f in files if is_hub_spec(f) or Path(f).exists()]
-        if existing != files:
+        raw = self.settings.value("recent_files")
+        if existing != files or not isinstance(raw, (list, str, type(None))):  # pruned, or damaged
             self.settings.setValue("recent_files", existing)
         return existing
 
@@ -304,11 +316,15 @@ class MainWindow(QMainWindow):
         parts = [s.checkpoint.name if not self.model_note else "random model",
                  f"{n}/{s.config.context_length} tokens",
                  f"model {s.last_model_ms:.1f} ms, drawing {s.last_draw_ms:.1f} ms"]
+        bad = s.trace.nonfinite if s.trace is not None else None
+        if bad is not None:  # first after the model, so that it is never cut off
+            parts.insert(1, f"⚠ {bad}")
         if s.error:
             parts.append(f"error: {s.error}")
         elif self.model_note:
             parts.append(self.model_note)
         self.status.setText("  ·  ".join(parts))
+        self.status.setStyleSheet("QLabel { color:#a00000; }" if bad is not None or s.error else "")
 
     def current_panel(self) -> str:
         """Name of the panel the user last worked in (for Export ▸ Panel)."""
@@ -335,13 +351,11 @@ class MainWindow(QMainWindow):
 
     # ---- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
-        geometry = self.settings.value("window/geometry")
-        state = self.settings.value("window/state")
-        if isinstance(geometry, QByteArray):  # anything else (a damaged file) is ignored
-            self.restoreGeometry(geometry)
-        else:
+        geometry = read_bytes(self.settings, "window/geometry")  # None for anything else
+        state = read_bytes(self.settings, "window/state")
+        if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1400, 900)
-        if isinstance(state, QByteArray) and self.restoreState(state):
+        if state is not None and self.restoreState(state):
             self._sizes_pending = False  # the user's own proportions
         for panel in self.panels.values():
             if hasattr(panel, "restore_settings"):
@@ -357,6 +371,8 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        """Save the settings and close at once: a running trace (seconds for a GPT-2-sized model)
+        finishes in the background; the app waits for it only after the window is gone."""
         self.save_settings()
-        self.session.shutdown()
+        self.session.shutdown(wait=False)
         super().closeEvent(event)

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QWidget
 
 from explorer.qt import dialogs
 from explorer.qt.hub_opening import fetch_in_background
+from explorer.qt.stored import read_bool, read_int, read_str
 from model import Checkpoint
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_snapshot, save_as
 from model.formats.hub import HubError, is_hub_spec, parse_hub_spec
@@ -34,6 +35,7 @@ VOCAB_FILTER = ("Vocabularies (*.pkl *.json *.bin);;nanoGPT meta.pkl (meta.pkl *
                 "Vocabulary JSON / tokenizer.json (*.json);;llama2.c tokenizer.bin (*.bin);;All files (*)")
 VOCAB_CHOICES = ["Choose a vocabulary file…", "Choose GPT-2's folder…", "Open without a vocabulary"]
 ERROR_TITLE = "Could not open checkpoint"
+MAX_HEADS = 4096  # a remembered number of heads above this is damage, not an answer
 SAVE_FILTER = "Transformer Explorer checkpoints (*.safetensors);;All files (*)"
 
 
@@ -54,10 +56,9 @@ def settings_key(path: Path) -> str:
 def recall(settings: QSettings, path: Path) -> Answers:
     """The answers remembered for ``path`` (empty when none)."""
     key = settings_key(path)
-    heads = str(settings.value(f"{key}/n_heads", "") or "")
-    vocab = str(settings.value(f"{key}/vocab_path", "") or "")
-    no_vocab = str(settings.value(f"{key}/no_vocab", "false")).lower() == "true"
-    return Answers(int(heads) if heads.isdigit() else None, vocab or None, no_vocab)
+    heads = read_int(settings, f"{key}/n_heads", 0, 1, MAX_HEADS)
+    vocab = read_str(settings, f"{key}/vocab_path")
+    return Answers(heads or None, vocab or None, read_bool(settings, f"{key}/no_vocab", False))
 
 
 def remember(settings: QSettings, path: Path, answers: Answers) -> None:
