@@ -3,9 +3,9 @@
     transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
                          [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
-Opens the main window on PATH (a checkpoint file or folder), or on the default checkpoint in
-assets/. With ``--screenshot`` it renders the window (or one panel) off-screen to a PNG of exactly
-that size and exits.
+Opens the main window on PATH (a checkpoint file or folder, or ``hf:REPO_ID[@REVISION]`` for a model
+on the Hugging Face Hub), or on the default checkpoint in assets/. With ``--screenshot`` it renders
+the window (or one panel) off-screen to a PNG of exactly that size and exits.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def _size(text: str) -> tuple[int, int]:
 def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Namespace:
     """Parse the command line; a bad option prints one line and exits with code 2."""
     p = _Parser(prog="transformer-explorer", description="Look inside a small transformer while you type.")
-    p.add_argument("path", nargs="?", help="a checkpoint file or folder (default: assets/tinystories-1L1H.safetensors)")
+    p.add_argument("path", nargs="?", help="a checkpoint file or folder, or hf:REPO_ID[@REVISION] for a model on the "
+                   "Hugging Face Hub (default: assets/tinystories-1L1H.safetensors)")
     p.add_argument("--text", default="", help="text to put in the editor")
     p.add_argument("--n-heads", type=int, help="heads per block, for a file that cannot tell (else asked)")
     p.add_argument("--vocab", metavar="FILE", help="the vocabulary (meta.pkl, vocabulary JSON, tokenizer.json, "
@@ -96,6 +97,7 @@ def _headless_dialogs(failures: list[str]) -> None:
     dialogs.error = error
     dialogs.info = lambda _parent, title, text: print(f"{title}: {text}", file=sys.stderr)
     dialogs.ask_int = dialogs.ask_choice = dialogs.open_file = dialogs.open_folder = dialogs.confirm = unanswered
+    dialogs.ask_text = unanswered
 
 
 def _has_display() -> bool:

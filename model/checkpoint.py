@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from model.formats import hf, llama2c, nanogpt, native, raschka
+from model.formats import hf, hub, llama2c, nanogpt, native, raschka
 from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
@@ -27,7 +27,7 @@ READERS = (native, hf, llama2c, nanogpt, raschka)
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "NeedsInput",
-    "NotThisFormat", "atomic_write", "build_model", "load_any", "load_checkpoint", "save_as",
+    "NotThisFormat", "atomic_write", "build_model", "load_any", "load_checkpoint", "load_snapshot", "save_as",
     "save_checkpoint", "validate_state_dict",
 ]
 
@@ -50,13 +50,16 @@ def load_any(
     :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
     (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with
-    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`).
+    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`). A string
+    ``hf:REPO_ID[@REVISION]`` is a model on the Hugging Face Hub, fetched into the library's cache
+    (:func:`model.formats.hub.fetch`, offline from the cache with ``HF_HUB_OFFLINE=1``) and opened
+    as :func:`load_snapshot` does.
 
     Parameters
     ----------
-    path : path-like
+    path : path-like or str
         A file, or a folder (a Hugging Face model folder, whose ``config.json`` or one of its
-        weight files stands for it too; a llama2.c ``out/`` folder).
+        weight files stands for it too; a llama2.c ``out/`` folder), or ``hf:REPO_ID[@REVISION]``.
     n_heads : int, optional
         Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
         sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.
@@ -81,8 +84,13 @@ def load_any(
     CheckpointError
         When no known format fits (naming the formats tried and what the file holds), the
         file is bad, asks to run code, holds a whole pickled model, or its vocabulary size
-        differs from the embedding rows.
+        differs from the embedding rows; :class:`model.formats.hub.HubError` when a Hub model
+        cannot be fetched (not cached and the Hub unreachable, no such repository, ...).
     """
+    if hub.is_hub_spec(path):
+        ref = hub.parse_hub_spec(path)
+        return load_snapshot(ref, hub.fetch(ref), n_heads, vocab_path=vocab_path,
+                             allow_no_tokenizer=allow_no_tokenizer)
     source = Source(path)
     options = OpenOptions(n_heads=n_heads, vocab_path=Path(vocab_path) if vocab_path is not None else None,
                           allow_no_tokenizer=allow_no_tokenizer)
@@ -95,6 +103,35 @@ def load_any(
     raise CheckpointError(
         f"{source.path.name}: not a checkpoint format this app opens; tried: {formats_tried()}. {detail}"
     )
+
+
+def load_snapshot(
+    ref: hub.HubRef,
+    folder: str | os.PathLike,
+    n_heads: int | None = None,
+    *,
+    vocab_path: str | os.PathLike | None = None,
+    allow_no_tokenizer: bool = False,
+) -> Checkpoint:
+    """Open the snapshot folder fetched for a Hub model (:func:`model.formats.hub.fetch`), named after it.
+
+    As :func:`load_any` on the folder; the checkpoint's ``origin`` is ``ref.spec`` and its name the
+    repository's (:func:`model.formats.hub.labelled`), and messages name the repository, not the
+    commit hash that names the folder.
+
+    Raises
+    ------
+    NeedsInput, CheckpointError
+        As :func:`load_any`.
+    """
+    folder = Path(folder)
+    try:
+        checkpoint = load_any(folder, n_heads, vocab_path=vocab_path, allow_no_tokenizer=allow_no_tokenizer)
+    except NeedsInput:
+        raise
+    except CheckpointError as exc:
+        raise CheckpointError(hub.renamed(str(exc), folder, ref)) from None
+    return hub.labelled(checkpoint, ref)
 
 
 def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
@@ -112,7 +149,7 @@ def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
     training = dict(checkpoint.training)
     if checkpoint.source_format != FORMAT_NAME and checkpoint.path is not None:
         training.setdefault(
-            "imported_from", {"format": checkpoint.source_format, "file": checkpoint.path.name}
+            "imported_from", {"format": checkpoint.source_format, "file": checkpoint.origin or checkpoint.path.name}
         )
     save_checkpoint(path, checkpoint.model, checkpoint.tokenizer, training=training,
                     vocab_padding=checkpoint.vocab_padding)

@@ -1,6 +1,7 @@
 """The headless command ``python -m model.trace CHECKPOINT TEXT`` (CHECKPOINT: a file or a folder).
 
-CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``). Prints the tokens
+CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``), or ``hf:REPO_ID`` for a
+model on the Hugging Face Hub (:mod:`model.formats.hub`). Prints the tokens
 (their readable text), the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
 ``--explain`` adds why the model predicts what it does (:mod:`model.explain`).
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m model.trace", description="Trace a checkpoint on a text and print what it computed.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="a checkpoint file or folder (our .safetensors, a Hugging Face model folder or its "
-                   "config.json, a llama2.c file or folder, or another format the app opens)")
+                   "config.json, a llama2.c file or folder, or another format the app opens), or hf:REPO_ID[@REVISION] "
+                   "for a model on the Hugging Face Hub (fetched into its cache; HF_HUB_OFFLINE=1: the cache only)")
     p.add_argument("text", nargs="?", default="", help="the input text")
     p.add_argument("--ids", help="comma-separated token ids instead of text, e.g. 3,17,5")
     p.add_argument("--no-pe", action="store_true", help="switch positional encoding off (x_i = e_i)")

@@ -8,7 +8,7 @@ ever waits on a modal window.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QMessageBox, QProgressDialog, QWidget
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin);;All files (*)"
 
@@ -46,6 +46,14 @@ class Progress:
         """Show how far the work is, in [0, maximum]."""
         self._box.setValue(value)
 
+    def set_maximum(self, maximum: int) -> None:
+        """Change the range to [0, maximum]; 0 shows a busy bar (how far is not known)."""
+        self._box.setMaximum(maximum)
+
+    def set_text(self, text: str) -> None:
+        """Replace the text above the bar."""
+        self._box.setLabelText(text)
+
     def cancelled(self) -> bool:
         """True once the user pressed Cancel (or closed the dialog)."""
         return self._box.wasCanceled()
@@ -62,9 +70,16 @@ def progress(parent: QWidget | None, title: str, text: str, maximum: int) -> Pro
     Returns
     -------
     Progress
-        ``set_value(n)``, ``cancelled()`` and ``close()``; the caller keeps the event loop running.
+        ``set_value(n)``, ``set_maximum(n)``, ``set_text(text)``, ``cancelled()`` and ``close()``;
+        the caller keeps the event loop running.
     """
     return Progress(parent, title, text, maximum)
+
+
+def ask_text(parent: QWidget | None, title: str, label: str, text: str = "") -> str | None:
+    """Ask for one line of text (``text`` proposed); None when cancelled."""
+    answer, ok = QInputDialog.getText(parent, title, label, QLineEdit.EchoMode.Normal, text)
+    return answer if ok else None
 
 
 def open_file(parent: QWidget | None, title: str, directory: str = "", filter: str = CHECKPOINT_FILTER) -> str | None:

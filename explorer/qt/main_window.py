@@ -12,12 +12,14 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWi
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
 from explorer.qt import dialogs
 from explorer.qt.exporting import ExportMenu
+from explorer.qt.hub_opening import ask_repo
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
 from explorer.qt.stored import read_bytes, read_folder, read_str_list
 from model import Checkpoint
 from model.checkpoint import CheckpointError
+from model.formats.hub import is_hub_spec
 
 APP_NAME = "Transformer Explorer"
 MAX_RECENT = 8
@@ -129,6 +131,7 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         self._action(file_menu, "&Open Checkpoint…", self._on_open_triggered, QKeySequence.StandardKey.Open)
         self._action(file_menu, "Open &Folder…", self._on_open_folder_triggered, QKeySequence("Ctrl+Shift+O"))
+        self._action(file_menu, "Open from Hugging Face &Hub…", self._on_open_hub_triggered)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
@@ -160,7 +163,9 @@ class MainWindow(QMainWindow):
 
         Parameters
         ----------
-        path : path-like
+        path : path-like or str
+            A file or folder, or ``hf:REPO_ID[@REVISION]`` for a model on the Hugging Face Hub
+            (fetched off the GUI thread, with a progress dialog and Cancel).
         answers : Answers, optional
             Answers given up front (``--n-heads``, ``--vocab``), never asked.
 
@@ -169,12 +174,13 @@ class MainWindow(QMainWindow):
         bool
             True when the file was loaded.
         """
-        path = Path(path)
+        path = path.strip() if is_hub_spec(path) else Path(path)
         opener = CheckpointOpener(self, self.settings)
         checkpoint = opener.open(path, answers)
         if checkpoint is None:
             if opener.cancelled:
-                self.statusBar().showMessage(f"Opening {path.name} was cancelled; the current model stays.", 8000)
+                name = path if isinstance(path, str) else path.name
+                self.statusBar().showMessage(f"Opening {name} was cancelled; the current model stays.", 8000)
             return False
         self.model_note = ""
         self.set_checkpoint(checkpoint)
@@ -197,12 +203,13 @@ class MainWindow(QMainWindow):
         self._update_status()
 
     def reload(self) -> None:
-        """Load the current checkpoint's file again (F5), keeping the selected layer and head (clamped
-        to the file's model) and the selected position while the text still has it."""
+        """Load the current checkpoint's file again (F5), or its repository for a Hub model, keeping the
+        selected layer and head (clamped to the file's model) and the selected position while the text
+        still has it."""
         s = self.session
         ckpt, kept = s.checkpoint, (s.layer, s.head, s.position)
-        if ckpt is not None and ckpt.path is not None:
-            if not self.open_checkpoint(ckpt.path):
+        if ckpt is not None and (ckpt.origin or ckpt.path) is not None:
+            if not self.open_checkpoint(ckpt.origin or ckpt.path):
                 return
         elif ckpt is None or self.model_note:
             self.open_default()
@@ -245,19 +252,25 @@ class MainWindow(QMainWindow):
             self.settings.setValue("last_dir", str(Path(path).parent))
             self.open_checkpoint(path)
 
+    def _on_open_hub_triggered(self) -> None:
+        """File ▸ Open from Hugging Face Hub: a repository id, fetched into the Hub's cache."""
+        spec = ask_repo(self, self.settings)
+        if spec:
+            self.open_checkpoint(spec)
+
     # ---- recent files --------------------------------------------------------------------------------
     def recent_files(self) -> list[str]:
-        """Recently opened files and folders that still exist, newest first (missing ones are pruned
-        from settings)."""
+        """Recently opened files and folders that still exist, and Hub models (``hf:REPO_ID``), newest
+        first (missing files are pruned from settings)."""
         files = read_str_list(self.settings, "recent_files", MAX_RECENT)
-        existing = [f for f in files if Path(f).exists()]
+        existing = [f for f in files if is_hub_spec(f) or Path(f).exists()]
         raw = self.settings.value("recent_files")
         if existing != files or not isinstance(raw, (list, str, type(None))):  # pruned, or damaged
             self.settings.setValue("recent_files", existing)
         return existing
 
-    def _add_recent(self, path: Path) -> None:
-        path_s = str(path.resolve())
+    def _add_recent(self, path: Path | str) -> None:
+        path_s = path if isinstance(path, str) else str(path.resolve())
         files = [path_s] + [f for f in self.recent_files() if f != path_s]
         self.settings.setValue("recent_files", files[:MAX_RECENT])
 
@@ -269,8 +282,8 @@ class MainWindow(QMainWindow):
         self.recent_menu.setEnabled(bool(files))
 
     def open_recent(self, path: str) -> bool:
-        """Open a recent file or folder; one that has vanished is reported and pruned."""
-        if not Path(path).exists():
+        """Open a recent file, folder or Hub model; a file that has vanished is reported and pruned."""
+        if not is_hub_spec(path) and not Path(path).exists():
             dialogs.error(self, "Could not open checkpoint", f"{Path(path).name}: the file no longer exists")
             self.recent_files()
             return False

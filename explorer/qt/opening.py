@@ -7,6 +7,8 @@ llama2.c ``model.bin`` without its ``tokenizer.bin``). A path may be a file or a
 :class:`CheckpointOpener` asks (through :mod:`explorer.qt.dialogs`), loads again with every answer
 so far, and remembers the answers per file in QSettings, so that Open Recent, Reload and drag and
 drop open the same file again without asking. Cancelling any question keeps the current model.
+``hf:REPO_ID[@REVISION]`` is a model on the Hugging Face Hub: fetched off the GUI thread
+(:mod:`explorer.qt.hub_opening`), then opened from its snapshot folder in the Hub's cache.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QWidget
 
 from explorer.qt import dialogs
+from explorer.qt.hub_opening import fetch_in_background
 from explorer.qt.stored import read_bool, read_int, read_str
 from model import Checkpoint
-from model.checkpoint import CheckpointError, NeedsInput, load_any, save_as
+from model.checkpoint import CheckpointError, NeedsInput, load_any, load_snapshot, save_as
+from model.formats.hub import HubError, is_hub_spec, parse_hub_spec
 
 MAX_ROUNDS = 8  # questions per opening; each answer removes one, so this is never reached
 VOCAB_FILTER = ("Vocabularies (*.pkl *.json *.bin);;nanoGPT meta.pkl (meta.pkl *.pkl);;"
@@ -97,19 +102,38 @@ class CheckpointOpener:
 
         Parameters
         ----------
-        path : path-like
+        path : path-like or str
+            A file or folder, or ``hf:REPO_ID[@REVISION]`` (fetched with a progress dialog and Cancel).
         given : Answers, optional
             Answers supplied up front (command-line options); used as they are, never asked.
         """
-        path = Path(path)
         self.cancelled = False
+        if is_hub_spec(path):
+            return self._open_hub(str(path), given)
+        return self._open(Path(path), given, load_any)
+
+    def _open_hub(self, spec: str, given: Answers | None) -> Checkpoint | None:
+        """Fetch a Hub model off the GUI thread, then open its snapshot folder, named after the repository."""
+        try:
+            ref = parse_hub_spec(spec)  # a bad repository id is refused before anything is fetched
+            folder = fetch_in_background(self.parent, ref)
+        except HubError as exc:
+            dialogs.error(self.parent, ERROR_TITLE, str(exc))
+            return None
+        if folder is None:
+            self.cancelled = True
+            return None
+        return self._open(folder, given, partial(load_snapshot, ref))
+
+    def _open(self, path: Path, given: Answers | None, load) -> Checkpoint | None:
+        """:meth:`open` for a file or folder, loaded with ``load`` (:func:`load_any`'s signature)."""
         answers = dataclasses.replace(given) if given is not None else Answers()
         memory = recall(self.settings, path)
         answered: dict[str, str] = {}  # kind -> "user" or "memory", for this opening's questions
         for _ in range(MAX_ROUNDS):
             try:
-                checkpoint = load_any(path, answers.n_heads, vocab_path=answers.vocab_path,
-                                      allow_no_tokenizer=answers.no_vocab)
+                checkpoint = load(path, answers.n_heads, vocab_path=answers.vocab_path,
+                                  allow_no_tokenizer=answers.no_vocab)
             except NeedsInput as exc:
                 if not self._answer(exc, answers, memory, answered):
                     self.cancelled = True
@@ -181,7 +205,10 @@ class CheckpointOpener:
 
 
 def default_save_path(checkpoint: Checkpoint, fallback_dir: Path) -> Path:
-    """Where Save As proposes to write: the file's stem + ``.safetensors`` beside it."""
+    """Where Save As proposes to write: the file's stem + ``.safetensors`` beside it; for a Hub model
+    the repository's name in ``fallback_dir`` (never inside the Hub's cache)."""
+    if checkpoint.origin is not None and is_hub_spec(checkpoint.origin):
+        return fallback_dir / f"{parse_hub_spec(checkpoint.origin).repo_id.split('/')[-1]}.safetensors"
     if checkpoint.path is None:
         return fallback_dir / "model.safetensors"
     return checkpoint.path.resolve().with_suffix(".safetensors")
