@@ -7,6 +7,7 @@ import pyqtgraph as pg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from explorer.core.nexttoken import top_k
@@ -114,7 +115,8 @@ def test_layer_head_selectors_and_all_heads_grid(qtbot, window):
     assert np.isnan(mosaic[T:step, :]).all()  # the gap between layers is blank
     centre = grid.plot.getViewBox().mapViewToScene(pg.Point(step * 0.5, step * 1.5))
     assert grid.tile_at(centre) == (1, 0)  # row 1 of tiles (down), column 0 (across)
-    grid.on_pick(*grid.tile_at(centre))
+    with qtbot.waitSignal(grid.sig_head_picked):  # a real click on the tile
+        qtbot.mouseClick(grid.viewport(), Qt.MouseButton.LeftButton, pos=grid.mapFromScene(centre))
     assert (s.layer, s.head) == (1, 0)
 
 

@@ -172,10 +172,10 @@ def test_closing_while_computing_closes_at_once_and_exits_cleanly(qtbot, tmp_pat
     window.session.set_text("the cat sat on")  # queued behind it
     assert window.session.busy
     window.close()
-    assert not window.isVisible() and window.session._pool.activeThreadCount() == 1  # closed, still tracing
+    assert not window.isVisible() and window.session.worker.active_threads() == 1  # closed, still tracing
     release.set()
     window.session.shutdown()  # what the app does once its event loop has ended
-    assert not window.session._pool.activeThreadCount() and window.session.text == "the cat sat on"
+    assert window.session.worker.active_threads() == 0 and window.session.text == "the cat sat on"
 
 
 def test_status_bar_names_the_random_model_when_no_default(window, monkeypatch, tmp_path):
