@@ -150,7 +150,8 @@ def test_a_slow_comparison_runs_on_the_worker_and_waits_for_update(qtbot, tiny_c
     monkeypatch.setattr(panel_module, "SLOW_MS", -1.0)  # every comparison counts as too slow to follow edits
     threads = []
     job = positional.compare_job
-    monkeypatch.setattr(positional, "compare_job", lambda ck, r: threads.append(threading.current_thread()) or job(ck, r))
+    monkeypatch.setattr(positional, "compare_job", lambda ck, r: threads.append(threading.current_thread()) or
+                        job(ck, r))
     s = Session(compute_mode="async")
     s.set_checkpoint(tiny_checkpoint)
     s.set_text(TEXT)
@@ -182,14 +183,16 @@ def test_switching_to_a_slow_model_keeps_the_comparison_off_the_gui_thread(qtbot
     monkeypatch.setattr(slow.model, "trace", lambda *a, **k: time.sleep(0.1) or trace(*a, **k))
     threads = []
     job = positional.compare_job
-    monkeypatch.setattr(positional, "compare_job", lambda ck, r: threads.append(threading.current_thread()) or job(ck, r))
+    monkeypatch.setattr(positional, "compare_job", lambda ck, r: threads.append(threading.current_thread()) or
+                        job(ck, r))
     s.set_checkpoint(slow)
     assert not panel.update_button.isHidden()  # the slow flag is the new model's, at once
     assert "out of date" in panel.update_button.text()
     qtbot.waitUntil(lambda: not s.busy and s.trace is not None)
     assert threading.main_thread() not in threads
     panel.update_button.click()
-    qtbot.waitUntil(lambda: bool(threads) and not s.busy and panel.comparison.token_ids.tolist() == s.trace.token_ids.tolist())
+    qtbot.waitUntil(lambda: bool(threads) and not s.busy
+                    and panel.comparison.token_ids.tolist() == s.trace.token_ids.tolist())
     assert threading.main_thread() not in threads
     s.shutdown()
 

@@ -163,7 +163,8 @@ def _single(key: str, c: _Context) -> Variant:
     else:
         line = (f"Keys after the query masked out{_window_note(attn)} (zero weight): {_same(max(dw, do))} "
                 f"the trace ({mode}), max |Δ weights| = {fmt(dw)}, |Δ out_i| = {fmt(do)}.")
-        formula = f"s_ij = q_i·k_j{scaled} for the keys j it may see (−∞ otherwise),  a = softmax(s),  out_i = Σ_j a_ij v_j"
+        formula = (f"s_ij = q_i·k_j{scaled} for the keys j it may see (−∞ otherwise),  a = softmax(s),  "
+                   "out_i = Σ_j a_ij v_j")
     return Variant(key, TITLES[key], formula, scores[c.head][None], w[None], o[None], None, None,
                    i, o[i], dw, do, line)
 

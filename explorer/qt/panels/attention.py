@@ -71,7 +71,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             self.shape, self.tile = shape, tile
             self._fit_view()
             half = (tile - self.GAP) / 2
-            self.plot.getAxis("left").setTicks([[(l * tile + half, f"L{l}") for l in range(shape[0])], []])
+            self.plot.getAxis("left").setTicks([[(i * tile + half, f"L{i}") for i in range(shape[0])], []])
             self.plot.getAxis("top").setTicks([[(h * tile + half, f"H{h}") for h in range(shape[1])], []])
         if self.selected is not None:
             self.mark(*self.selected)

@@ -197,9 +197,12 @@ class FormulaPanel(RefreshWhenShown, QWidget):
 
     def _draw(self, st: FormulaSteps, tokens: list[str]) -> None:
         tok = token_label(tokens[st.position]) if st.position < len(tokens) else "?"
-        self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {_keys_text(st, len(tokens))}")
-        scaling = (f"s_ij = q_i·k_j / √d_head,  √d_head = √{st.d_head} = {st.sqrt_d_head:.4f}"
-                   if st.scaled_by_sqrt_d_head else f"s_ij = q_i·k_j × {st.scale:g}  (this model does not divide by √d_head)")
+        keys = _keys_text(st, len(tokens))
+        self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {keys}")
+        if st.scaled_by_sqrt_d_head:
+            scaling = f"s_ij = q_i·k_j / √d_head,  √d_head = √{st.d_head} = {st.sqrt_d_head:.4f}"
+        else:
+            scaling = f"s_ij = q_i·k_j × {st.scale:g}  (this model does not divide by √d_head)"
         self.formula.setText(
             f"{scaling}<br>"
             "a_ij = exp(s_ij − max_j s_ij) / Σ_j exp(s_ij − max_j s_ij)<br>"
