@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -173,14 +172,15 @@ def test_a_slow_comparison_runs_on_the_worker_and_waits_for_update(qtbot, tiny_c
 
 
 def test_switching_to_a_slow_model_keeps_the_comparison_off_the_gui_thread(qtbot, tiny_tokenizer, monkeypatch):
+    from explorer_helpers import fake_clock
+
+    slow = make_tiny_checkpoint(tiny_tokenizer, seed=5)
+    fake_clock(monkeypatch, slow, ms_per_token=20.0)  # the session's clock: the first model takes no time
     s = Session(compute_mode="auto")
     s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))
     s.set_text(TEXT)
     panel = _show(qtbot, PositionalPanel(s))
-    qtbot.waitUntil(lambda: panel.comparison is not None and not s.busy)
-    slow = make_tiny_checkpoint(tiny_tokenizer, seed=5)
-    trace = slow.model.trace  # every trace of this model takes at least 0.1 s: four would stall the GUI
-    monkeypatch.setattr(slow.model, "trace", lambda *a, **k: time.sleep(0.1) or trace(*a, **k))
+    assert panel.comparison is not None and not s.busy and panel.update_button.isHidden()  # fast: at once
     threads = []
     job = positional.compare_job
     monkeypatch.setattr(positional, "compare_job", lambda ck, r: threads.append(threading.current_thread()) or
