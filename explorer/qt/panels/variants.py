@@ -3,8 +3,8 @@
 The numbers come from :func:`explorer.core.variants.all_variants`, run as a session job
 (:meth:`Session.submit`: on the worker thread when the model is slow, since it is proportional to
 T² per head); this file only draws the selected variant's scores, weights and outputs, and the
-line saying how it differs from the model's own computation. A source switch shows the chapter's own worked example instead
-(:class:`explorer.qt.panels.variants_book.BookView`).
+line saying how it differs from the model's own computation. A source switch shows the chapter's
+own worked example instead (:class:`explorer.qt.panels.variants_book.BookView`).
 """
 
 from __future__ import annotations
