@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
+import shiboken6
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
 #: A panel's job: fn(checkpoint, inputs) -> value, run on the worker thread or at once.
@@ -45,6 +46,30 @@ def timed(work: Callable[[], Any]) -> tuple[Any, Exception | None, float]:
         return work(), None, (time.perf_counter() - t0) * 1e3
     except Exception as exc:  # reported where the result is delivered; the app keeps running
         return None, exc, (time.perf_counter() - t0) * 1e3
+
+
+class Requests:
+    """The newest request of each requester: numbers requests per (requester, name) and says
+    whether a result is still wanted (its request is the newest and its requester still exists)."""
+
+    def __init__(self) -> None:
+        self._newest: dict[tuple[int, str], int] = {}
+
+    def new(self, requester: QObject, name: str) -> tuple[tuple[int, str], int]:
+        """Register a request: its key (for the worker's coalescing) and its number."""
+        key = (id(requester), name)
+        self._newest[key] = self._newest.get(key, 0) + 1
+        return key, self._newest[key]
+
+    def cancel(self, requester: QObject, name: str) -> None:
+        """No result of the requester's earlier requests is wanted any more."""
+        key = (id(requester), name)
+        if key in self._newest:
+            self._newest[key] += 1
+
+    def wanted(self, key: tuple[int, str], number: int, requester: QObject) -> bool:
+        """True while request ``number`` is its requester's newest and the requester exists."""
+        return self._newest.get(key) == number and shiboken6.isValid(requester)
 
 
 @dataclass(frozen=True)

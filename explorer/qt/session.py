@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-import shiboken6
 from PySide6.QtCore import QObject, Signal
 
 from explorer.core.token_text import display_tokens, ids_encoding
-from explorer.qt.jobs import JobFn, JobResult, Worker, timed
+from explorer.qt.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
 
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
@@ -95,7 +94,7 @@ class Session(QObject):
         self._position: int | None = None
         self._pe = self._causal = True
         self._gen = 0
-        self._job_gen: dict[tuple[int, str], int] = {}  # newest job number per (requester, name)
+        self._requests = Requests()  # the newest job of each panel
         self._slow = False
         self._timing_tokens = 1  # traces this long or longer decide between GUI and worker thread
         self._closed = False
@@ -265,16 +264,14 @@ class Session(QObject):
         """
         if self._checkpoint is None or self._closed:
             return
-        key = (id(requester), name)
-        gen = self._job_gen[key] = self._job_gen.get(key, 0) + 1
+        key, number = self._requests.new(requester, name)
         checkpoint = self._checkpoint
 
         def work():
             return fn(checkpoint, inputs)
 
         def deliver(value, exc, ms) -> None:
-            if (self._job_gen.get(key) != gen or checkpoint is not self._checkpoint or self._closed
-                    or not shiboken6.isValid(requester)):
+            if not self._requests.wanted(key, number, requester) or checkpoint is not self._checkpoint:
                 return  # a newer request, another model, or the panel is gone
             error = "" if exc is None else f"{type(exc).__name__}: {exc}"
             if error:
@@ -288,9 +285,7 @@ class Session(QObject):
 
     def cancel(self, requester: QObject, name: str = "") -> None:
         """Forget ``requester``'s pending job (its result, if it still arrives, is dropped)."""
-        key = (id(requester), name)
-        if key in self._job_gen:
-            self._job_gen[key] += 1
+        self._requests.cancel(requester, name)
 
     def set_paced_draw_ms(self, ms: float) -> None:
         """Report drawing that panels did one per event-loop turn, after a new trace or selection:
