@@ -112,7 +112,7 @@ def test_a_window_keeps_far_tokens_out_of_the_prediction():
 
 # --- every panel on these models -------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(ARCHS))
+@pytest.mark.parametrize("name", ["mqa", "no-scale", "rope-gqa-window"])  # every option at least once
 def test_every_panel_draws_these_architectures(qtbot, tmp_path, tiny_tokenizer, dialogs, name):
     from explorer_helpers import make_window
 
