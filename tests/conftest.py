@@ -34,9 +34,11 @@ def outside_repository(path: str) -> bool:
     parent = os.path.dirname(str(REPO))
     if not p.startswith(parent + os.sep) or p == str(REPO) or p.startswith(str(REPO) + os.sep):
         return False
-    allowed = {sys.prefix, sys.base_prefix, sys.exec_prefix, tempfile.gettempdir()}
-    if any(p == a or p.startswith(a + os.sep) for a in allowed):
-        return False
+    for a in {sys.prefix, sys.base_prefix, sys.exec_prefix, tempfile.gettempdir()}:
+        if parent.startswith(a + os.sep):
+            continue  # a clone in /tmp/ci.X/: /tmp/ci.X/shared is beside it, not a temp file
+        if p == a or p.startswith(a + os.sep):
+            return False
     return not p[len(parent) + 1:].startswith(".")
 
 
