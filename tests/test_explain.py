@@ -153,7 +153,7 @@ def test_first_token_attention_is_the_weight_on_key_zero():
     ex = explain(model, tr, 4, leave_one_out=False)
     want = np.stack([layer.attn_weights[:, 4, 0] for layer in tr.blocks])
     np.testing.assert_allclose(ex.first_token_attention, want)
-    assert ex.first_token_mean == pytest.approx(np.mean([l.attn_weights[:, 1:, 0].mean() for l in tr.blocks]))
+    assert ex.first_token_mean == pytest.approx(np.mean([b.attn_weights[:, 1:, 0].mean() for b in tr.blocks]))
     np.testing.assert_allclose(ex.attention[:, :, 0], want)
 
 

@@ -172,7 +172,8 @@ def head_weight_views(weights: dict[str, np.ndarray], head: int, kv_head: int) -
 
 def attention_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
     """One head's attention: ``scores`` (T, T) with masked cells NaN, ``weights`` (T, T) in [0, 1],
-    and ``masked`` (T, T) bool, True where the key is masked (-inf before the softmax).
+    and ``masked`` (T, T) bool, True where the query may not see the key (the trace's ``attn_mask``
+    negated: the causal mask and any local window).
 
     ``scores[i, j]`` = q_i . k_j / sqrt(d_head) (scaled dot-product attention, Vaswani et al. 2017,
     eq. 1) before the softmax; ``weights`` is its row-wise softmax. Row i is query i, column j key j.
@@ -180,7 +181,7 @@ def attention_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray
     """
     lt = trace.blocks[layer]
     raw = lt.attn_scores[head]
-    return {"scores": masked_as_nan(raw), "weights": lt.attn_weights[head], "masked": np.isneginf(raw)}
+    return {"scores": masked_as_nan(raw), "weights": lt.attn_weights[head], "masked": ~lt.attn_mask}  # True = may attend
 
 
 def max_pooled(weights: np.ndarray, cell: int) -> np.ndarray:
