@@ -41,7 +41,7 @@ def _run_sections(args) -> dict[str, float]:
         window.close()
     if "training" in want:
         torch.set_num_threads(args.train_threads)
-        results.update(training.measure(steps=20 if quick else 100, rounds=1 if quick else 3))
+        results.update(training.measure(steps=20 if quick else 100, rounds=1 if quick else 3, corpus=args.corpus))
     if "startup" in want:
         results.update(startup.measure(runs=3 if quick else 5))
     return results
@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="PATH", help="also write the figures as one flat JSON object")
     p.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     p.add_argument("--train-threads", type=int, default=2, help="torch threads for the training section (2)")
+    p.add_argument("--corpus", metavar="TXT", help="training text for the training section, at least 330 kB "
+                   "(default: generated sentences)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     results = _run_sections(args)

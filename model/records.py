@@ -1,4 +1,31 @@
-"""The trace: an immutable record of everything the model computed for one input."""
+"""The trace: an immutable record of everything the model computed for one input.
+
+Every tensor of a trace also has a dotted name (``trace[name]``, ``trace.named()``, the .npz export,
+``python -m model.trace --json``), made from the model's module paths (``GPT.named_modules()``)
+as TransformerLens names its hooks: a module's output is named by the module's path, and a
+value computed inside a module is the module's path and the value's name. N is the block.
+
+=================================  =====================  ================================================
+dotted name                         Trace attribute        what
+=================================  =====================  ================================================
+``tok_emb``                         ``tok``                e_i, the token embedding's output
+``pos_emb``                         ``pos``                p_i, the positional table's output (zeros without one)
+``x``                               ``x``                  e_i + p_i, the first block's input
+``blocks.N.ln1``                    ``blocks[N].ln1``      LN1's output, the attention's input h
+``blocks.N.attn.q``, ``.k``, ``.v``  ``.q``, ``.k``, ``.v``  per head, as they enter the scores
+``blocks.N.attn.q_pre_rope``, ...   ``.q_pre_rope``, ...   h W_Q, h W_K before RoPE's rotation
+``blocks.N.attn.attn_mask``         ``.attn_mask``         True where query i may attend to key j
+``blocks.N.attn.attn_scores``       ``.attn_scores``       before softmax; ``attn_weights`` after
+``blocks.N.attn.head_out``          ``.head_out``          each head's Σ_j a_ij v_j
+``blocks.N.attn.W_O``               ``.attn_out``          W_O's output: the attention block's output
+``blocks.N.resid_mid``              ``.resid_mid``         x + attention output
+``blocks.N.ln2``                    ``.ln2``               LN2's output, the MLP's input
+``blocks.N.mlp.fc_out``             ``.mlp_out``           the MLP's last linear layer's output
+``blocks.N.resid_post``             ``.resid_post``        the block's output
+``ln_f``                            ``ln_final``           the final norm's output
+``logits``, ``probs``               ``logits``, ``probs``  next-token scores and their softmax
+=================================  =====================  ================================================
+"""
 
 from __future__ import annotations
 
@@ -72,7 +99,7 @@ class LayerTrace:
         return int(head) // (self.q.shape[0] // self.k.shape[0])
 
 
-# Dotted name (TransformerLens style) of each LayerTrace field, relative to ``blocks.N``.
+# Dotted name of each LayerTrace field, relative to ``blocks.N`` (the table in the module docstring).
 _LAYER_NAMES = {
     "ln1": "ln1",
     "q": "attn.q",
@@ -84,12 +111,15 @@ _LAYER_NAMES = {
     "attn_scores": "attn.attn_scores",
     "attn_weights": "attn.attn_weights",
     "head_out": "attn.head_out",
-    "attn_out": "attn.out",
+    "attn_out": "attn.W_O",
     "resid_mid": "resid_mid",
     "ln2": "ln2",
-    "mlp_out": "mlp.out",
+    "mlp_out": "mlp.fc_out",
     "resid_post": "resid_post",
 }
+
+
+_FIELD_OF = {name: field for field, name in _LAYER_NAMES.items()}  # and back
 
 
 def _layer_trace(layer: dict, scale: float) -> LayerTrace:
@@ -114,8 +144,9 @@ class NonFinite:
     Attributes
     ----------
     name : str            dotted name of that tensor, e.g. ``blocks.0.attn.attn_scores``.
-    layer : int | None    its block, or None for the embeddings, ``ln_final`` and ``logits``.
-    tensor : str          its name within the block (``attn_scores``) or the dotted name.
+    layer : int | None    its block, or None for the embeddings, ``ln_f`` and ``logits``.
+    tensor : str          its LayerTrace attribute within the block (``attn_scores``, ``attn_out``)
+                          or, outside the blocks, the dotted name.
     count : int           how many of its values are NaN or infinite.
     size : int            how many values it has.
     nan : bool            whether some of them are NaN (else all are infinities).
@@ -171,8 +202,9 @@ class Trace:
     interventions : Interventions or None   the what-if changes this trace ran with
                                   (:mod:`model.interventions`; None: the plain model).
 
-    Every array is also reachable by a dotted name: ``trace["blocks.0.attn.attn_weights"]``;
-    :meth:`names` lists them.
+    Every array is also reachable by a dotted name, its place in the model's module tree
+    (``trace["blocks.0.attn.attn_weights"]``, ``trace["blocks.0.attn.W_O"]`` for ``attn_out``; the
+    table is in this module's docstring); :meth:`names` lists them.
     """
 
     token_ids: np.ndarray
@@ -207,9 +239,7 @@ class Trace:
             if bad is not None:
                 parts = name.split(".")
                 layer = int(parts[1]) if parts[0] == "blocks" else None
-                tensor = parts[-1] if layer is not None else name
-                if tensor == "out" and layer is not None:
-                    tensor = f"{parts[2]}_out"  # attn.out -> attn_out, mlp.out -> mlp_out
+                tensor = _FIELD_OF[".".join(parts[2:])] if layer is not None else name  # attn.W_O -> attn_out
                 return NonFinite(name, layer, tensor, int(np.count_nonzero(bad)), int(a.size),
                                  bool(np.isnan(a).any()))
         return None
@@ -251,15 +281,15 @@ class Trace:
 
     def _named_computed(self) -> Iterator[tuple[str, np.ndarray]]:
         """:meth:`named` without ``probs`` (which is computed from the logits on first use)."""
-        yield "embed.tok", self.tok
-        yield "embed.pos", self.pos
-        yield "embed.x", self.x
+        yield "tok_emb", self.tok
+        yield "pos_emb", self.pos
+        yield "x", self.x
         for i, layer in enumerate(self.blocks):
             for f in fields(LayerTrace):
                 if f.name not in _LAYER_NAMES:
                     continue
                 yield f"blocks.{i}.{_LAYER_NAMES[f.name]}", getattr(layer, f.name)
-        yield "ln_final", self.ln_final
+        yield "ln_f", self.ln_final
         yield "logits", self.logits
 
     def names(self) -> list[str]:

@@ -173,7 +173,8 @@ class SnapshotSet:
         the highest step (written with each snapshot: the curve up to it). Empty when unknown
         (nanoGPT files keep only the best loss so far).
         """
-        sources = ([self.reference] if self.reference is not None else []) + [s.checkpoint for s in self.snapshots[::-1]]
+        sources = [self.reference] if self.reference is not None else []
+        sources += [s.checkpoint for s in self.snapshots[::-1]]
         for ck in sources:
             curve = ck.training.get("val_curve")
             if isinstance(curve, list) and curve:
@@ -225,7 +226,9 @@ class SnapshotSet:
                 loaded.append((path, load_any(path, allow_no_tokenizer=True, **self._load_options)))
             except CheckpointError as exc:  # NeedsInput too
                 reason = str(exc)
-                self.skipped.append(Skipped(path, reason[len(path.name) + 2:] if reason.startswith(path.name + ": ") else reason))
+                if reason.startswith(path.name + ": "):
+                    reason = reason[len(path.name) + 2:]
+                self.skipped.append(Skipped(path, reason))
         if self._signature is None and loaded:
             counts = Counter(_signature(ck) for _, ck in loaded)
             # The most common shape and vocabulary is the run's (ties: the one of the highest step).

@@ -16,9 +16,7 @@ import sys
 
 import numpy as np
 
-from model.records import LayerTrace, Trace
-
-__all__ = ["LayerTrace", "Trace", "main"]
+from model.records import Trace
 
 EXIT_NONFINITE = 3
 EPILOG = """exit status: 0 done; 2 a bad file or input (one line on stderr); 3 the trace holds values

@@ -94,7 +94,9 @@ def _table(curves: TrainingCurves, rows: list[dict], tokens: list[str]) -> None:
     heads = [f"L{h['layer']}H{h['head']} ent/prev" for h in rows[0]["heads"]]
     print(f"{'step':>7} {'loss':>7} {'p(target)':>9}  {'top-1':<14} " + " ".join(f"{h:>13}" for h in heads))
     for r in rows:
-        fmt = (lambda x, spec: "-" if x is None else format(x, spec))
+        def fmt(x, spec):
+            return "-" if x is None else format(x, spec)
+
         cells = " ".join(f"{fmt(h['entropy'], '.3f'):>6}/{fmt(h['prev'], '.3f'):<6}" for h in r["heads"])
         top = ("*" if r["top1_changed"] else " ") + str(r["top1"])
         print(f"{r['step']:>7} {fmt(r['loss_on_text'], '7.3f'):>7} {fmt(r['target_prob'], '9.4f'):>9}  "

@@ -133,7 +133,10 @@ def prepare(args: argparse.Namespace, command: str, ranks: Ranks = ONE_PROCESS) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point. Returns the exit status (0, 1 when training diverged, 2 on bad input, 130 on Ctrl+C)."""
+    """Command-line entry point.
+
+    Returns the exit status: 0, 1 when training diverged, 2 on bad input, 130 on Ctrl+C.
+    """
     t0 = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = shlex.join(["python", "-m", "model.train", *argv])

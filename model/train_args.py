@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also save K checkpoints log-spaced over the steps (the first at step 0)")
     out.add_argument("--snapshot-dir", metavar="DIR", help="snapshot folder (default OUT-STEM-snapshots)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
-    out.add_argument("--log-file", metavar="FILE", help="also write progress as JSON lines (see model/train_progress.py)")
+    out.add_argument("--log-file", metavar="FILE",
+                     help="also write progress as JSON lines (see model/train_progress.py)")
     run = p.add_argument_group("hardware")
     run.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                      help="where to train; auto = cuda when torch sees a GPU (default cpu). Under torchrun "

@@ -3,7 +3,8 @@
 ``--log-file FILE`` writes one JSON object per line, flushed as it is written, so that another
 program (the app's Train dialog, a script) can follow the run:
 
-- ``{"event": "start", "steps": N, "processes": W, "device": "cpu", "tokens_per_step": B*T, "out": PATH, "snapshot_dir": DIR or null}``
+- ``{"event": "start", "steps": N, "processes": W, "device": "cpu", "tokens_per_step": B*T,
+  "out": PATH, "snapshot_dir": DIR or null}``
 - ``{"event": "step", "step": s, "loss": L, "lr": r, "train_s": t}``: the global batch's mean
   cross-entropy (nats per token) at update s, the learning rate used, and the seconds spent
   training so far (validation and snapshots excluded).
@@ -44,7 +45,7 @@ class Progress:
                         mininterval=1.0 if sys.stderr.isatty() else 30.0, disable=self.quiet)
         self._log: TextIO | None = None
         if log_path and self.main:
-            self._log = open(log_path, "w", encoding="utf-8")
+            self._log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 (kept open for the run, closed in close())
 
     def event(self, name: str, **fields: Any) -> None:
         """Write one log line ``{"event": name, **fields}`` (rank 0 with ``--log-file`` only)."""

@@ -1,11 +1,15 @@
 """Shared fixtures: a seeded tiny model with a tiny word tokenizer, and offscreen Qt.
 
 QT_QPA_PLATFORM is set here, before anything imports Qt, so widget tests run without a display.
+The suite reads nothing beside the repository (a user's clone has nothing there): an audit hook
+refuses, and records, any file opened from a folder next to the clone (``../shared`` on the
+developers' machines); ``tests/test_repository_boundary.py`` checks the hook and the test paths.
 """
 
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +21,41 @@ _HF_HOME = tempfile.mkdtemp(prefix="te-tests-hf-home-")
 atexit.register(shutil.rmtree, _HF_HOME, True)
 os.environ.update(HF_HOME=_HF_HOME, HF_HUB_CACHE=os.path.join(_HF_HOME, "hub"), HF_HUB_OFFLINE="1",
                   HF_HUB_DISABLE_TELEMETRY="1")
+
+REPO = Path(__file__).resolve().parents[1]
+#: Files the suite tried to open beside the repository (each also failed with PermissionError).
+OUTSIDE_READS: list[str] = []
+
+
+def outside_repository(path: str) -> bool:
+    """True for a path in the folder that holds the clone but not in the clone itself, excluding
+    hidden folders there (caches, a home's dot-files), Python's own prefixes and the temp folder."""
+    p = os.path.abspath(path)
+    parent = os.path.dirname(str(REPO))
+    if not p.startswith(parent + os.sep) or p == str(REPO) or p.startswith(str(REPO) + os.sep):
+        return False
+    for a in {sys.prefix, sys.base_prefix, sys.exec_prefix, tempfile.gettempdir()}:
+        if parent.startswith(a + os.sep):
+            continue  # a clone in /tmp/ci.X/: /tmp/ci.X/shared is beside it, not a temp file
+        if p == a or p.startswith(a + os.sep):
+            return False
+    return not p[len(parent) + 1:].startswith(".")
+
+
+def _refuse_reads_beside_the_repository(event: str, args: tuple) -> None:
+    if event == "open" and isinstance(args[0], (str, os.PathLike)) and outside_repository(os.fspath(args[0])):
+        OUTSIDE_READS.append(os.fspath(args[0]))
+        raise PermissionError(f"the test suite may not read outside the repository: {os.fspath(args[0])}")
+
+
+sys.addaudithook(_refuse_reads_beside_the_repository)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when anything tried to read beside the repository, even where it was caught."""
+    if OUTSIDE_READS:
+        print(f"\nread outside the repository: {sorted(set(OUTSIDE_READS))}", file=sys.stderr)
+        session.exitstatus = 1
 
 import pytest  # noqa: E402
 import torch  # noqa: E402  (torch before any QApplication exists)

@@ -94,6 +94,32 @@ def make_window(qtbot, tmp_path, checkpoint, compute_mode: str = "sync"):
     return window
 
 
+def fake_clock(monkeypatch, checkpoint, ms_per_token: float):
+    """Make the session's timings exact: its clock moves only while ``checkpoint``'s model traces,
+    by ``ms_per_token`` per token. Tests that depend on "slow" or "fast" then never depend on the
+    machine's speed or load."""
+    import threading
+    import types
+
+    import explorer.qt.jobs
+    import explorer.qt.session
+
+    now, lock = [0.0], threading.Lock()
+    clock = types.SimpleNamespace(perf_counter=lambda: now[0])
+    monkeypatch.setattr(explorer.qt.session, "time", clock)
+    monkeypatch.setattr(explorer.qt.jobs, "time", clock)
+    trace = checkpoint.model.trace
+
+    def timed_trace(ids, **kwargs):
+        n = min(len(ids), checkpoint.config.context_length)  # trace() runs the last context_length ids
+        with lock:
+            now[0] += n * ms_per_token / 1e3
+        return trace(ids, **kwargs)
+
+    monkeypatch.setattr(checkpoint.model, "trace", timed_trace)
+    return now
+
+
 def click_cell(qtbot, heatmap, row: int, col: int) -> None:
     """A real mouse click on the centre of a heatmap cell."""
     scene = heatmap.plot.getViewBox().mapViewToScene(QPointF(col + 0.5, row + 0.5))

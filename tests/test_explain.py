@@ -50,8 +50,8 @@ def test_direct_attribution_sums_to_the_logit(family):
             assert ex.dla.sources.shape == (position + 1,) and ex.n_sources == position + 1
             assert abs(ex.dla.sources).max() > 1e-3  # the sources carry something: the test can fail
     cfg = model.config
-    assert ("embed.pos" in ex.dla.components) == (cfg.positional == "learned")
-    assert ("ln_final.shift" in ex.dla.components) == (cfg.norm == "layernorm" and cfg.norm_bias)
+    assert ("pos_emb" in ex.dla.components) == (cfg.positional == "learned")
+    assert ("ln_f.bias" in ex.dla.components) == (cfg.norm == "layernorm" and cfg.norm_bias)
     assert ("blocks.1.attn.b_V" in ex.dla.components) == cfg.qkv_bias
 
 
@@ -108,7 +108,7 @@ def test_the_logit_lens_ends_at_the_models_output(family):
     tr = model.trace(IDS)
     ex = explain(model, tr, 4, top_k=3, leave_one_out=False)
     stages = [s.stage for s in ex.logit_lens]
-    assert stages == ["embed.x", "blocks.0.resid_mid", "blocks.0.resid_post", "blocks.1.resid_mid",
+    assert stages == ["x", "blocks.0.resid_mid", "blocks.0.resid_post", "blocks.1.resid_mid",
                       "blocks.1.resid_post"]
     last = ex.logit_lens[-1]
     order = np.argsort(-tr.probs[4], kind="stable")[:3]
@@ -153,7 +153,7 @@ def test_first_token_attention_is_the_weight_on_key_zero():
     ex = explain(model, tr, 4, leave_one_out=False)
     want = np.stack([layer.attn_weights[:, 4, 0] for layer in tr.blocks])
     np.testing.assert_allclose(ex.first_token_attention, want)
-    assert ex.first_token_mean == pytest.approx(np.mean([l.attn_weights[:, 1:, 0].mean() for l in tr.blocks]))
+    assert ex.first_token_mean == pytest.approx(np.mean([b.attn_weights[:, 1:, 0].mean() for b in tr.blocks]))
     np.testing.assert_allclose(ex.attention[:, :, 0], want)
 
 

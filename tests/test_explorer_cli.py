@@ -106,5 +106,6 @@ def test_a_screenshot_of_a_slow_model_shows_the_trace_of_the_text(monkeypatch, t
 
     monkeypatch.setattr(app_module, "_render", checked_render)
     out = tmp_path / "slow.png"
-    assert app_module.main([str(tiny_file), "--text", "the cat sat", "--screenshot", str(out), "--size", "800x500"]) == 0
+    args = [str(tiny_file), "--text", "the cat sat", "--screenshot", str(out), "--size", "800x500"]
+    assert app_module.main(args) == 0
     assert seen == [("the cat sat", 3, False, 0)] and out.exists()

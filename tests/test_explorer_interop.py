@@ -22,7 +22,7 @@ from model.checkpoint import load_checkpoint
 FIX = Path(__file__).parent / "fixtures" / "interop"
 NANO, RASCHKA = FIX / "ckpt_nanogpt.pt", FIX / "ckpt_raschka.pth"
 META, WORDS = FIX / "nanogpt_shakespeare_char_meta.pkl", FIX / "raschka_word_vocab.json"
-GPT2_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"
+GPT2_DIR = Path(__file__).resolve().parents[1] / "assets" / "gpt2-bpe"  # shipped with the project
 
 
 class Questions(DialogRecorder):
@@ -277,7 +277,7 @@ def test_a_context_of_16_crops_to_the_last_16_tokens(window, tmp_path, questions
 
 
 def test_gpt2_token_names_are_shown_as_their_text(window, tmp_path, questions, monkeypatch):
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(GPT2_DIR))
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)  # the project's own copy
     _nanogpt_file(tmp_path / "ckpt.pt", vocab=50304, ctx=8)
     assert window.open_checkpoint(tmp_path / "ckpt.pt") and questions.asked == []
     assert window.session.checkpoint.vocab_padding == 47

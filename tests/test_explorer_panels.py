@@ -7,6 +7,7 @@ import pyqtgraph as pg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from explorer.core.nexttoken import top_k
@@ -114,7 +115,8 @@ def test_layer_head_selectors_and_all_heads_grid(qtbot, window):
     assert np.isnan(mosaic[T:step, :]).all()  # the gap between layers is blank
     centre = grid.plot.getViewBox().mapViewToScene(pg.Point(step * 0.5, step * 1.5))
     assert grid.tile_at(centre) == (1, 0)  # row 1 of tiles (down), column 0 (across)
-    grid.on_pick(*grid.tile_at(centre))
+    with qtbot.waitSignal(grid.sig_head_picked):  # a real click on the tile
+        qtbot.mouseClick(grid.viewport(), Qt.MouseButton.LeftButton, pos=grid.mapFromScene(centre))
     assert (s.layer, s.head) == (1, 0)
 
 
@@ -136,7 +138,7 @@ def test_attention_image_is_not_transposed_or_flipped(window):
     np.testing.assert_array_equal(hm.image.image, m)
     assert hm.image.axisOrder == "row-major" and hm.plot.getViewBox().yInverted()
     vb = hm.plot.getViewBox()
-    top_left, top_right = vb.mapViewToScene(hm.image.mapToView(hm.image.boundingRect().topLeft())), None
+    top_left = vb.mapViewToScene(hm.image.mapToView(hm.image.boundingRect().topLeft()))
     assert top_left.y() < vb.mapViewToScene(hm.image.mapToView(hm.image.boundingRect().bottomLeft())).y()
     top, bottom = lut_colour(hm, 1.0), lut_colour(hm, 0.0)
     assert pixel_at_cell(hm, 0, 0) == top  # [0, 0] = 1 drawn top-left in the top colour
@@ -389,7 +391,8 @@ def test_chips_are_laid_out_again_when_their_text_changes(qtbot, window):
         QApplication.processEvents()
         return [c for c in tokens.chips if c.isVisible()]
 
-    for text in ("the cat sat", "the catttttttttttttttt sat on the mat . the dog", "a a a a a a a a a a a a a a", "the cat"):
+    texts = ("the cat sat", "the catttttttttttttttt sat on the mat . the dog", "a a a a a a a a a a a a a a", "the cat")
+    for text in texts:
         window.session.set_text(text)
         chips = visible_chips()
         assert len(chips) == len(window.session.encoding)

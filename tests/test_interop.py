@@ -26,18 +26,28 @@ from model.formats.safe_pickle import referenced_globals
 from model.formats.vocab import char_tokenizer, gpt2_tokenizer, word_vocab_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
-GPT2_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"
+GPT2_DIR = Path(__file__).resolve().parents[1] / "assets" / "gpt2-bpe"  # shipped with the project
 NANO, RASCHKA = FIX / "ckpt_nanogpt.pt", FIX / "ckpt_raschka.pth"
 META = FIX / "nanogpt_shakespeare_char_meta.pkl"
 
 
 @pytest.fixture(autouse=True)
 def _gpt2_cache(monkeypatch, tmp_path):
-    """GPT-2's files from ../shared (never the network); no stray tiktoken cache in /tmp."""
-    assert GPT2_DIR.is_dir(), f"{GPT2_DIR} is missing: ../shared must be beside the clone"
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(GPT2_DIR))
+    """GPT-2's files as the project ships them (never the network): no override set, no stray
+    tiktoken cache in /tmp."""
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
     monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+
+
+def _tiktoken_cache(folder: Path) -> Path:
+    """A folder holding GPT-2's shipped files under the names tiktoken caches them by."""
+    from model.formats.vocab import GPT2_FILES
+
+    folder.mkdir()
+    for name, cached in GPT2_FILES.items():
+        shutil.copyfile(GPT2_DIR / name, folder / cached)
+    return folder
 
 
 def _stack_attn(trace) -> np.ndarray:
@@ -70,7 +80,8 @@ def test_nanogpt_config_and_training_facts():
     ckpt = load_any(NANO, vocab_path=META)
     c = ckpt.config
     assert (c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.d_mlp) == (65, 32, 64, 1, 1, 256)
-    assert (c.qkv_bias, c.o_bias, c.mlp_bias, c.norm_bias, c.gelu, c.tied_unembed) == (False, False, False, False, "exact", True)
+    assert (c.qkv_bias, c.o_bias, c.mlp_bias, c.norm_bias) == (False, False, False, False)
+    assert (c.gelu, c.tied_unembed) == ("exact", True)
     assert ckpt.training["steps"] == 200 and ckpt.training["dataset"] == "shakespeare_char"
     assert ckpt.training["val_loss"] == pytest.approx(2.6128, abs=1e-3)
 
@@ -389,7 +400,8 @@ def test_a_whole_pickled_model_is_refused_asking_for_its_state_dict(tmp_path):
 
 
 def test_vocabulary_of_another_size_is_refused_naming_both_numbers(tmp_path):
-    with pytest.raises(CheckpointError, match="the vocabulary has 500 tokens but the model's embedding table has 65 rows"):
+    with pytest.raises(CheckpointError,
+                       match="the vocabulary has 500 tokens but the model's embedding table has 65 rows"):
         load_any(NANO, vocab_path=FIX / "raschka_word_vocab.json")
     shutil.copy(NANO, tmp_path / "ckpt.pt")
     meta = pickle.loads(META.read_bytes())
@@ -400,7 +412,9 @@ def test_vocabulary_of_another_size_is_refused_naming_both_numbers(tmp_path):
 
 def test_unknown_layouts_say_what_was_tried(tmp_path):
     torch.save({"encoder.weight": torch.zeros(2), "decoder.bias": torch.zeros(2)}, tmp_path / "x.pt")
-    with pytest.raises(CheckpointError, match="tried: Transformer Explorer .*nanoGPT.*LLMs-from-scratch.*first keys found: encoder.weight, decoder.bias"):
+    expected = ("tried: Transformer Explorer .*nanoGPT.*LLMs-from-scratch.*"
+                "first keys found: encoder.weight, decoder.bias")
+    with pytest.raises(CheckpointError, match=expected):
         load_any(tmp_path / "x.pt")
     (tmp_path / "junk.pt").write_bytes(b"hello, this is not a model")
     with pytest.raises(CheckpointError, match="junk.pt: not a checkpoint format this app opens"):
@@ -426,7 +440,24 @@ def test_gpt2_padded_vocabulary_opens_and_round_trips(tmp_path):
     np.testing.assert_array_equal(_logits(again, ids), _logits(ckpt, ids))
 
 
+def test_gpt2_files_ship_with_the_project_and_tiktoken_cache_dir_comes_first(tmp_path, monkeypatch):
+    sd = _random_nanogpt(vocab=50257, ctx=4, d=8, layers=1, bias=False)
+    torch.save({"model": sd, "model_args": {"n_head": 1}}, tmp_path / "ckpt.pt")
+    assert load_any(tmp_path / "ckpt.pt").tokenizer.encode("Hello world").ids == (15496, 995)  # the shipped copy
+    monkeypatch.setattr("model.formats.vocab.SHIPPED_GPT2_DIR", tmp_path / "not-shipped")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(_tiktoken_cache(tmp_path / "cache")))
+    assert load_any(tmp_path / "ckpt.pt").tokenizer.encode("Hello world").ids == (15496, 995)  # the override
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "encoder.json").write_text('{"a": 0}')
+    (broken / "vocab.bpe").write_text("#version: 0.2\n")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(broken))
+    with pytest.raises(CheckpointError, match="not GPT-2's"):  # looked at first, even when wrong
+        load_any(tmp_path / "ckpt.pt")
+
+
 def test_gpt2_files_missing_says_how_to_fix_it(tmp_path, monkeypatch):
+    monkeypatch.setattr("model.formats.vocab.SHIPPED_GPT2_DIR", tmp_path / "not-shipped")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty"))
     sd = _random_nanogpt(vocab=50257, ctx=4, d=8, layers=1, bias=False)
     torch.save({"model": sd, "model_args": {"n_head": 1}}, tmp_path / "ckpt.pt")
@@ -436,8 +467,9 @@ def test_gpt2_files_missing_says_how_to_fix_it(tmp_path, monkeypatch):
     assert load_any(tmp_path / "ckpt.pt", vocab_path=GPT2_DIR).tokenizer.vocab_size == 50257
 
 
-def test_gpt2_tokenizer_is_tiktokens_token_for_token():
+def test_gpt2_tokenizer_is_tiktokens_token_for_token(tmp_path, monkeypatch):
     tiktoken = pytest.importorskip("tiktoken")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(_tiktoken_cache(tmp_path / "cache")))  # offline: tiktoken reads these
     ours, theirs = gpt2_tokenizer(GPT2_DIR), tiktoken.get_encoding("gpt2")
     for text in ["Hello world, it's me!\n\n  x", " émoji 🤗 naïve 12345", "<|endoftext|>Once", "a\tb\r\n  "]:
         enc = ours.encode(text)

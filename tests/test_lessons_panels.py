@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 from PySide6.QtCore import QModelIndex
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
+
+from conftest import make_tiny_checkpoint
 
 from explorer.core import formula, positional, variants
 from explorer.qt.panels import panel_names
@@ -43,6 +46,11 @@ def test_panels_are_registered():
 
 # --- positional --------------------------------------------------------------------------------
 
+def _order(session, perm):
+    """The order as the panel runs it: equal tokens (TEXT has two "the") matched in order."""
+    return positional.canonical_order(session.trace.token_ids, perm)
+
+
 def test_positional_panel_shows_the_comparison(qtbot, session):
     panel = _show(qtbot, PositionalPanel(session))
     T = session.trace.n_tokens
@@ -51,14 +59,14 @@ def test_positional_panel_shows_the_comparison(qtbot, session):
     expected = positional.compare_orders(session.model, session.trace.token_ids, positional.reverse(T),
                                          layer=0, head=0, causal=True, tokens=session.tokens)
     c = panel.comparison
-    np.testing.assert_array_equal(c.perm, positional.reverse(T))
+    np.testing.assert_array_equal(c.perm, _order(session, positional.reverse(T)))
     np.testing.assert_array_equal(c.attn_delta, expected.attn_delta)
     np.testing.assert_array_equal(panel.maps[True, True].data, expected.run(True, True).attn_weights)
     assert panel.maps[False, True].row_labels[0].endswith(session.tokens[-1].strip())
     assert panel.table.rowCount() == T
     assert panel.table.item(2, 2).text() == f"{expected.attn_delta[0][2]:.2e}"
     assert expected.sentence(True) in panel.sentence.text().replace("&#x27;", "'")
-    assert panel.chips.order() == positional.reverse(T).tolist()
+    assert panel.chips.order() == c.perm.tolist()
 
 
 def test_positional_controls_follow_and_drive_the_session(qtbot, session):
@@ -78,7 +86,7 @@ def test_positional_controls_follow_and_drive_the_session(qtbot, session):
 def test_positional_reorderings_and_keep_last(qtbot, session):
     panel = _show(qtbot, PositionalPanel(session))
     T = session.trace.n_tokens
-    assert panel.comparison.perm.tolist() == positional.reverse(T, keep_last=True).tolist()
+    assert panel.comparison.perm.tolist() == _order(session, positional.reverse(T, keep_last=True)).tolist()
     # The tiny model has 2 layers: with the mask the order leaks into the last prediction.
     assert panel.comparison.last_tv[0] > 1e-6 and "leaks" in panel.comparison.sentence(False)
     panel.buttons["shuffle"].click()
@@ -90,7 +98,7 @@ def test_positional_reorderings_and_keep_last(qtbot, session):
     panel.buttons["swap"].click()
     assert panel.comparison.perm.tolist() == positional.swap(T, 1, 4).tolist()
     panel.buttons["rotate"].click()
-    assert panel.comparison.perm.tolist() == positional.rotate(T, 1, keep_last=True).tolist()
+    assert panel.comparison.perm.tolist() == _order(session, positional.rotate(T, 1, keep_last=True)).tolist()
 
 
 def test_dragging_a_chip_reorders(qtbot, session):
@@ -114,36 +122,96 @@ def test_positional_follows_text_and_selection(qtbot, session):
     assert panel.comparison is None and panel.table.rowCount() == 0
 
 
-def test_a_slow_comparison_waits_for_the_update_button(qtbot, session, monkeypatch):
+def test_chips_show_the_current_token_texts(qtbot, session):
+    panel = _show(qtbot, PositionalPanel(session))
+    session.set_text("the cat sat")
+    assert [panel.chips.item(r).text().split()[0] for r in range(3)] == ["cat", "the", "sat"]  # reversed, last kept
+    session.set_text("the dog sat")  # the same count and order, another token in the middle
+    assert [panel.chips.item(r).text().split()[0] for r in range(3)] == ["dog", "the", "sat"]
+    panel.buttons["rotate"].click()
+    session.set_text("a dog sat")
+    assert [panel.chips.item(r).text().split()[0] for r in range(3)] == ["dog", "a", "sat"]
+
+
+def test_swapping_two_equal_tokens_changes_nothing(qtbot, session):
+    panel = _show(qtbot, PositionalPanel(session))  # "the cat sat on the mat ."
+    panel.i_box.setValue(0)
+    panel.j_box.setValue(4)
+    panel.buttons["swap"].click()
+    c = panel.comparison
+    assert c.is_identity and c.attn_delta.max() == 0 and c.last_tv.max() == 0
+    assert "nothing can change" in panel.sentence.text() and "changed" not in panel.sentence.text()
+
+
+def test_a_slow_comparison_runs_on_the_worker_and_waits_for_update(qtbot, tiny_checkpoint, monkeypatch):
     from explorer.qt.panels import positional as panel_module
 
-    monkeypatch.setattr(panel_module, "SLOW_MS", -1.0)  # every model counts as slow
-    panel = _show(qtbot, PositionalPanel(session))
+    monkeypatch.setattr(panel_module, "SLOW_MS", -1.0)  # every comparison counts as too slow to follow edits
+    threads = []
+    job = positional.compare_job
+    monkeypatch.setattr(positional, "compare_job", lambda ck, r: threads.append(threading.current_thread()) or
+                        job(ck, r))
+    s = Session(compute_mode="async")
+    s.set_checkpoint(tiny_checkpoint)
+    s.set_text(TEXT)
+    qtbot.waitUntil(lambda: not s.busy and s.trace is not None)
+    panel = _show(qtbot, PositionalPanel(s))  # a new panel asks once
+    qtbot.waitUntil(lambda: panel.comparison is not None and not s.busy)
     assert not panel.update_button.isHidden()
-    session.set_text("the dog sat")
+    s.set_text("the dog sat")
+    qtbot.waitUntil(lambda: not s.busy and s.trace.n_tokens == 3)
     assert len(panel.comparison.perm) != 3 and "out of date" in panel.update_button.text()
+    assert panel.chips.count() == 3  # the chips show the current tokens at once
     panel.update_button.click()
-    assert len(panel.comparison.perm) == 3 and panel.update_button.text() == "Update"
-    panel.buttons["rotate"].click()  # reordering is always computed at once
-    assert panel.comparison.perm.tolist() == positional.rotate(3, 1, keep_last=True).tolist() == [1, 0, 2]
+    qtbot.waitUntil(lambda: len(panel.comparison.perm) == 3)
+    assert panel.update_button.text() == "Update"
+    panel.buttons["rotate"].click()  # reordering is always computed
+    qtbot.waitUntil(lambda: panel.comparison.perm.tolist() == [1, 0, 2])
+    assert threads and threading.main_thread() not in threads
+    s.shutdown()
 
 
-def test_open_twin_goes_through_the_dialog_seam_when_it_fails(qtbot, session, monkeypatch, tmp_path):
-    from explorer.qt import dialogs
+def test_switching_to_a_slow_model_keeps_the_comparison_off_the_gui_thread(qtbot, tiny_tokenizer, monkeypatch):
+    from explorer_helpers import fake_clock
+
+    slow = make_tiny_checkpoint(tiny_tokenizer, seed=5)
+    fake_clock(monkeypatch, slow, ms_per_token=20.0)  # the session's clock: the first model takes no time
+    s = Session(compute_mode="auto")
+    s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))
+    s.set_text(TEXT)
+    panel = _show(qtbot, PositionalPanel(s))
+    assert panel.comparison is not None and not s.busy and panel.update_button.isHidden()  # fast: at once
+    threads = []
+    job = positional.compare_job
+    monkeypatch.setattr(positional, "compare_job", lambda ck, r: threads.append(threading.current_thread()) or
+                        job(ck, r))
+    s.set_checkpoint(slow)
+    assert not panel.update_button.isHidden()  # the slow flag is the new model's, at once
+    assert "out of date" in panel.update_button.text()
+    qtbot.waitUntil(lambda: not s.busy and s.trace is not None)
+    assert threading.main_thread() not in threads
+    panel.update_button.click()
+    qtbot.waitUntil(lambda: bool(threads) and not s.busy
+                    and panel.comparison.token_ids.tolist() == s.trace.token_ids.tolist())
+    assert threading.main_thread() not in threads
+    s.shutdown()
+
+
+def test_open_twin_goes_through_the_window_s_open_path(qtbot, tmp_path, tiny_checkpoint, dialogs, monkeypatch):
+    from explorer_helpers import make_window
     from explorer.qt.panels import positional as panel_module
 
-    errors = []
-    monkeypatch.setattr(dialogs, "error", lambda _p, title, text: errors.append(text))
     monkeypatch.setattr(panel_module, "TWIN", tmp_path / "missing-nope.safetensors")
-    panel = _show(qtbot, PositionalPanel(session))
-    before = session.checkpoint
-    panel.open_twin()
-    assert errors and session.checkpoint is before
+    window = make_window(qtbot, tmp_path, tiny_checkpoint)
+    before = window.session.checkpoint
+    window.panels["positional"].open_twin()
+    assert dialogs.errors and "missing-nope.safetensors" in dialogs.errors[0][1]
+    assert window.session.checkpoint is before
 
 
-def test_open_twin_loads_the_model_without_positional_encoding(qtbot, session, monkeypatch, tmp_path,
-                                                                tiny_tokenizer):
-    from conftest import make_tiny_checkpoint
+def test_open_twin_loads_the_model_without_positional_encoding(qtbot, tmp_path, tiny_checkpoint, dialogs,
+                                                               monkeypatch, tiny_tokenizer):
+    from explorer_helpers import make_window
     from explorer.qt.panels import positional as panel_module
     from model import save_checkpoint
 
@@ -151,12 +219,18 @@ def test_open_twin_loads_the_model_without_positional_encoding(qtbot, session, m
     nope = make_tiny_checkpoint(tiny_tokenizer, positional="none")
     save_checkpoint(twin, nope.model, tiny_tokenizer, training={"note": "test twin"})
     monkeypatch.setattr(panel_module, "TWIN", twin)
-    panel = _show(qtbot, PositionalPanel(session))
-    assert panel.twin_button.isVisible()
+    window = make_window(qtbot, tmp_path, tiny_checkpoint)
+    window.session.set_text(TEXT)
+    window.docks["positional"].raise_()
+    panel = window.panels["positional"]
+    qtbot.waitUntil(panel.twin_button.isVisible)
     panel.twin_button.click()
-    assert session.config.positional == "none" and not panel.twin_button.isVisible()
+    s = window.session
+    assert s.config.positional == "none" and s.checkpoint.path == twin and not panel.twin_button.isVisible()
+    assert str(twin.resolve()) in window.recent_files()  # opened as a file is, through the one path
     assert "trained without positional encoding" in panel.warning.text()
     assert panel.comparison.sentence(True).startswith("This model has no positional encoding")
+    assert not dialogs.errors
 
 
 # --- formula -----------------------------------------------------------------------------------

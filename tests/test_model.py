@@ -79,14 +79,33 @@ def test_trace_is_immutable(model):
 def test_dotted_names_reach_every_tensor(model):
     tr = model.trace([3, 1, 4])
     names = tr.names()
-    assert names[:3] == ["embed.tok", "embed.pos", "embed.x"]
+    assert names[:3] == ["tok_emb", "pos_emb", "x"]
     assert "blocks.1.attn.attn_weights" in names and names[-2:] == ["logits", "probs"]
     assert tr["blocks.1.attn.q"] is tr.blocks[1].q
-    assert tr["blocks.0.mlp.out"] is tr.blocks[0].mlp_out
-    assert tr["embed.x"] is tr.x
+    assert tr["blocks.0.mlp.fc_out"] is tr.blocks[0].mlp_out
+    assert tr["blocks.0.attn.W_O"] is tr.blocks[0].attn_out
+    assert tr["x"] is tr.x and tr["ln_f"] is tr.ln_final
     assert set(tr.as_dict()) == set(names)
     with pytest.raises(KeyError, match="no tensor named"):
         tr["blocks.9.attn.q"]
+
+
+def test_dotted_names_are_module_paths_and_a_module_s_name_is_its_output(model):
+    modules = dict(model.named_modules())
+    outputs = {}
+    hooks = [m.register_forward_hook(lambda _m, _i, out, name=name: outputs.__setitem__(name, out))
+             for name, m in modules.items() if name]
+    tr = model.trace([3, 1, 4])
+    for h in hooks:
+        h.remove()
+    for name in tr.names():
+        owner = name.rpartition(".")[0]
+        assert owner == "" or owner in modules, name  # a value computed inside a real module
+        if name in modules:  # a module's own name: exactly what that module returned
+            out = outputs[name].detach()
+            out = out[0] if out.dim() == tr[name].ndim + 1 else out  # batch axis removed
+            np.testing.assert_array_equal(tr[name], out.numpy(), err_msg=name)
+    assert {"tok_emb", "pos_emb", "blocks.1.attn.W_O", "blocks.1.mlp.fc_out", "ln_f"} <= set(tr.names()) & set(modules)
 
 
 def test_embedding_sum_is_e_plus_p(model):

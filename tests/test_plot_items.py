@@ -3,7 +3,7 @@ MatrixImage (the colours pyqtgraph would draw, made faster)."""
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 import pyqtgraph as pg
@@ -33,7 +33,7 @@ def _ink_columns(hm, row_fraction: float) -> np.ndarray:
     y = hm.graphics.mapFromScene(hm.plot.getViewBox().mapViewToScene(QPointF(0, row_fraction))).y()
     x_plot = hm.graphics.mapFromScene(hm.plot.getViewBox().mapViewToScene(QPointF(0, 0))).x()
     ratio = image.devicePixelRatio()
-    dark = [x for x in range(0, x_plot - 2) if image.pixelColor(int(x * ratio), int(y * ratio)).lightness() < 200]
+    dark = [x for x in range(x_plot - 2) if image.pixelColor(int(x * ratio), int(y * ratio)).lightness() < 200]
     return np.array(dark)
 
 
@@ -172,3 +172,17 @@ def test_an_array_changed_in_place_and_given_again_is_drawn_again(heatmap):
     data[0, 0] = 1.0
     heatmap.set_data(data, (0, 1), ["0 a", "1 b", "2 c", "3 d"], None)
     assert heatmap.image.image[0, 0] == 1.0
+
+
+def test_the_pyqtgraph_internals_we_use_are_there(qapp):
+    """plot_items.py relies on these non-public details of pyqtgraph 0.14 (pinned ~=0.14.0)."""
+    assert pg.__version__.split(".")[:2] == ["0", "14"]
+    axis = pg.AxisItem("left")
+    assert axis._tickLevels is None  # None until setTicks; then the list of tick levels
+    axis.setTicks([[(0.5, "a")]])
+    assert axis._tickLevels == [[(0.5, "a")]] and callable(axis._updateMaxTextSize)
+    label = pg.LabelItem("title")
+    assert isinstance(label._sizeHint, dict) and Qt.SizeHint.MinimumSize in label._sizeHint
+    image = pg.ImageItem(np.zeros((2, 2), np.float32))
+    for name in ("qimage", "_renderRequired", "_unrenderable"):
+        assert hasattr(image, name), name

@@ -61,7 +61,8 @@ def run_folder(tmp_path, tiny_tokenizer):
     folder = tmp_path / "run"
     curve = [[0, 4.2], [2, 4.1], [10, 3.9], [30, 3.5]]
     _save(folder / "b.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=30), {"steps": 30, "val_curve": curve})
-    _save(folder / "a-100.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=2), {"steps": 2})  # facts beat the name
+    # the facts beat the name:
+    _save(folder / "a-100.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=2), {"steps": 2})
     _save(folder / "snap-10.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=10), {})  # step from the name
     _save(folder / "iter-40" / "ckpt.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=40), {})
     _save(folder / "c.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=0), {"steps": 0})
@@ -131,7 +132,8 @@ def _attention_reference(a: np.ndarray) -> tuple[float, float, float, float]:
             np.mean([a[i, i] for i in rows]))
 
 
-@pytest.mark.parametrize("text, position", [("the cat sat on the mat .", 2), ("the dog sat on the log . a cat and a dog", None)])
+@pytest.mark.parametrize("text, position", [("the cat sat on the mat .", 2),
+                                            ("the dog sat on the log . a cat and a dog", None)])
 def test_curves_equal_what_each_snapshots_trace_gives(run_folder, tiny_tokenizer, text, position):
     snaps = load_snapshots(run_folder)
     ids = tiny_tokenizer.encode(text).ids

@@ -117,9 +117,7 @@ def _edit_tokenizers():
     llama2c = Path(__file__).parent / "fixtures" / "arch" / "llama2c-v0" / "tokenizer.bin"  # a dummy prefix and BOS
     found = [train_word_tokenizer(TEXTS, vocab_size=64), char_tokenizer("abcdefghijklmnopqrstuvwxyz .,!'\n"),
              llama2c_tokenizer(llama2c)]
-    gpt2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2-bpe"
-    if gpt2.is_dir():
-        found.append(gpt2_tokenizer(gpt2))
+    found.append(gpt2_tokenizer(Path(__file__).resolve().parents[1] / "assets" / "gpt2-bpe"))
     return found
 
 

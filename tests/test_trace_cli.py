@@ -44,7 +44,7 @@ def test_ids_and_options(ckpt_path, capsys):
     out = json.loads(capsys.readouterr().out)
     tr = load_checkpoint(ckpt_path).model.trace([3, 4, 5], positional_encoding=False, causal=False)
     np.testing.assert_allclose(out["tensors"]["logits"], tr.logits)
-    assert np.array(out["tensors"]["embed.pos"]).sum() == 0
+    assert np.array(out["tensors"]["pos_emb"]).sum() == 0
 
 
 def test_text_output_lists_tokens_attention_and_top5(ckpt_path):

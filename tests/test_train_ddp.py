@@ -162,7 +162,8 @@ def test_device_and_process_count_checks(texts, tmp_path, monkeypatch, capsys):
     base = ["--corpus", str(texts[0]), "--val", str(texts[1]), "--out", str(tmp_path / "m.safetensors"), *TINY]
     if not torch.cuda.is_available():
         assert main([*base, "--device", "cuda"]) == 2
-        assert capsys.readouterr().err == "error: --device cuda: torch sees no CUDA GPU here (use --device cpu or auto)\n"
+        expected = "error: --device cuda: torch sees no CUDA GPU here (use --device cpu or auto)\n"
+        assert capsys.readouterr().err == expected
     assert main([*base, "--device", "gpu"]) == 2
     assert "invalid choice: 'gpu'" in capsys.readouterr().err
     assert main([*base, "--log-file", str(tmp_path)]) == 2

@@ -214,7 +214,8 @@ def _causal(add: _Recorder, inputs: torch.Tensor) -> None:
     add("masked_simple_norm", masked_simple / masked_simple.sum(dim=-1, keepdim=True),
         "masked_simple / masked_simple.sum(dim=-1, keepdim=True)")
     add("mask", _future(T).float(), "torch.triu(torch.ones(6, 6), diagonal=1)", printed=False)
-    masked = add("masked", attn_scores.masked_fill(_future(T), -torch.inf), "attn_scores.masked_fill(mask.bool(), -inf)")
+    masked = add("masked", attn_scores.masked_fill(_future(T), -torch.inf),
+                 "attn_scores.masked_fill(mask.bool(), -inf)")
     causal = add("causal_attn_weights", torch.softmax(masked / keys.shape[-1] ** 0.5, dim=-1),
                  "torch.softmax(masked / d_k**0.5, dim=-1)", "attn_weights")
     add.section = "3.5.2"
@@ -242,7 +243,8 @@ def _classes(add: _Recorder, inputs: torch.Tensor, p: float) -> None:
     heads = [(*(nn.Linear(D_IN, D_OUT, bias=False) for _ in range(3)), nn.Dropout(p)) for _ in range(NUM_HEADS)]
     outs = [_causal_attention(batch, *head) for head in heads]
     add("mha_wrapper", torch.cat([c for c, _ in outs], dim=-1),
-        f"torch.manual_seed({SEED}); MultiHeadAttentionWrapper(d_in, d_out, 6, {p}, num_heads=2)(batch)", "context_vecs")
+        f"torch.manual_seed({SEED}); MultiHeadAttentionWrapper(d_in, d_out, 6, {p}, num_heads=2)(batch)",
+        "context_vecs")
     add("mha_wrapper_attn_weights", torch.stack([w for _, w in outs], dim=1), "each head's attn_weights",
         "attn_weights", printed=False)
     add.section = "3.6.2"

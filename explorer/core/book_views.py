@@ -26,8 +26,8 @@ FORMULAS = {
                   "all_context_vecs = attn_weights @ inputs",
     "self": "queries = inputs @ W_query (keys, values alike),  attn_weights = softmax(queries @ keys.T / d_k**0.5),  "
             "context_vecs = attn_weights @ values",
-    "causal": "masked = attn_scores.masked_fill(mask.bool(), -inf),  attn_weights = dropout(softmax(masked / d_k**0.5)),  "
-              "context_vecs = attn_weights @ values",
+    "causal": "masked = attn_scores.masked_fill(mask.bool(), -inf),  "
+              "attn_weights = dropout(softmax(masked / d_k**0.5)),  context_vecs = attn_weights @ values",
     "multihead": "wrapper: cat([head(batch) for head in heads], dim=-1)  ·  MultiHeadAttention: one W_query split "
                  "into heads, heads side by side, then out_proj",
 }
@@ -177,13 +177,14 @@ def _causal(ex: BookExample, card: _Cards) -> BookVariant:
         cards += [card("dropout_example"), card("dropout_attn_weights")]
     drop = "dropout 0.5, not printed in the chapter" if ex.dropout else "dropout 0.0, as printed"
     line += (f"CausalAttention (3.5.3, new weights, seed 123, {drop}) on the batch of two copies: "
-             f"context_vecs[0][{q}] = {vec(ex['causal_context_vecs'][0, q])}, {_batch_note(ex, 'causal_context_vecs')}.")
+             f"context_vecs[0][{q}] = {vec(ex['causal_context_vecs'][0, q])}, "
+             f"{_batch_note(ex, 'causal_context_vecs')}.")
     cards += [card("causal_attn_weights_batch", 0, "batch[0]"), card("causal_context_vecs", 0, "batch[0]")]
     return BookVariant("causal", TITLES["causal"], FORMULAS["causal"], line, tuple(cards))
 
 
 def _multihead(ex: BookExample, card: _Cards) -> BookVariant:
-    q, n = ex.query, ex.query + 1
+    q = ex.query
     plain = chapter3(q, False)  # without dropout: the wrapper's head 0 against 3.5.3
     head0 = float(np.max(np.abs(plain["mha_wrapper"][..., :2] - plain["causal_context_vecs"])))
     drop = "dropout 0.5, not printed in the chapter" if ex.dropout else "dropout 0.0, as printed"

@@ -7,7 +7,11 @@ The steps of the course for query position i of one layer and head (Vaswani et a
     out_i = Σ_j a_ij v_j
 
 Everything is recomputed here in float64 from the trace's q, k and v, never copied from its
-attention weights, so the agreement with the trace's ``head_out[h, i]`` is a real check.
+attention weights, so the agreement with the trace's ``head_out[h, i]`` is a real check. What the
+model decided, the recomputation reads from the trace rather than assuming it: which keys the query
+may see (``attn_mask``: the causal mask and any local window), the factor the dot products are
+multiplied by (``attn_scale``: 1/√d_head, or 1 for a model that does not scale) and which key/value
+head the query head reads (``kv_head``: grouped-query attention).
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ class FormulaSteps:
     ----------
     layer, head, position : int   the block, the head and the query position i.
     causal : bool                 whether keys after i were masked out.
-    keys : (n_keys,) int          the key positions j the query sees (0..i, or 0..T-1 without the mask).
+    keys : (n_keys,) int          the key positions j the query sees (the trace's attn_mask row i:
+                                  0..i with the causal mask, 0..T-1 without; fewer in a local window).
     d_head : int
+    scale : float                 what q_i · k_j is multiplied by (1/√d_head, or 1 without scaling).
+    kv_head : int                 the key/value head this query head reads (its own without grouping).
     q : (d_head,)                 q_i.
     k, v : (n_keys, d_head)       k_j and v_j for each seen key.
     dots : (n_keys,)              q_i · k_j.
-    scores : (n_keys,)            q_i · k_j / √d_head (the trace's attn_scores row, unmasked part).
+    scores : (n_keys,)            scale · q_i · k_j (the trace's attn_scores row, unmasked part).
     max_score : float             max_j s_ij, subtracted before exp for stability.
     exps : (n_keys,)              exp(s_ij - max_score).
     norm : float                  Σ_j exp(s_ij - max_score), the softmax's normalising sum.
@@ -48,6 +55,8 @@ class FormulaSteps:
     causal: bool
     keys: np.ndarray
     d_head: int
+    scale: float
+    kv_head: int
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
@@ -64,8 +73,13 @@ class FormulaSteps:
 
     @property
     def sqrt_d_head(self) -> float:
-        """√d_head, the divisor of the dot products."""
+        """√d_head (the divisor of the dot products when the model scales them)."""
         return math.sqrt(self.d_head)
+
+    @property
+    def scaled_by_sqrt_d_head(self) -> bool:
+        """True when the scale is 1/√d_head (Vaswani et al.), False for another factor (e.g. 1)."""
+        return math.isclose(self.scale, 1.0 / self.sqrt_d_head, rel_tol=1e-6)
 
 
 def attention_steps(trace, layer: int, head: int, position: int) -> FormulaSteps:
@@ -101,12 +115,13 @@ def attention_steps(trace, layer: int, head: int, position: int) -> FormulaSteps
     i = position + T if position < 0 else position
     if not 0 <= i < T:
         raise ValueError(f"position {position} is outside the {T} tokens")
-    keys = np.arange(i + 1) if trace.causal else np.arange(T)
+    keys = np.flatnonzero(blk.attn_mask[i])  # attn_mask: True = may attend
+    kv = blk.kv_head(head)
     q = blk.q[head, i].astype(np.float64)  # (d_head,)
-    k = blk.k[head, keys].astype(np.float64)  # (n_keys, d_head)
-    v = blk.v[head, keys].astype(np.float64)  # (n_keys, d_head)
+    k = blk.k[kv, keys].astype(np.float64)  # (n_keys, d_head)
+    v = blk.v[kv, keys].astype(np.float64)  # (n_keys, d_head)
     dots = k @ q  # (n_keys,)
-    scores = dots / math.sqrt(d_head)
+    scores = dots * blk.attn_scale
     max_score = float(scores.max())
     exps = np.exp(scores - max_score)
     norm = float(exps.sum())
@@ -116,6 +131,6 @@ def attention_steps(trace, layer: int, head: int, position: int) -> FormulaSteps
     trace_out = np.asarray(blk.head_out[head, i])
     diff = float(np.max(np.abs(out - trace_out)))
     return FormulaSteps(
-        layer, head, i, bool(trace.causal), keys, d_head, q, k, v, dots, scores, max_score,
-        exps, norm, weights, weighted_v, out, trace_out, diff,
+        layer, head, i, bool(trace.causal), keys, d_head, float(blk.attn_scale), kv, q, k, v, dots, scores,
+        max_score, exps, norm, weights, weighted_v, out, trace_out, diff,
     )

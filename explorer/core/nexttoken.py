@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.core.softmax import softmax
+
 
 def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
     """Next-token probabilities softmax(logits / temperature).
@@ -39,10 +41,7 @@ def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
         if z.size:
             out[int(np.argmax(z))] = 1.0
         return out
-    z = z / t
-    z = z - z.max()  # stable softmax: exp never overflows
-    e = np.exp(z)
-    return e / e.sum()
+    return softmax(z / t)
 
 
 def entropy_bits(probs: np.ndarray) -> float:

@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from explorer.core.positional_sentence import last_unchanged, predict_unchanged, sentence_for
+from explorer.core.softmax import softmax
 
 #: Relative change ‖Δ‖/‖out‖ below which a token's result counts as unchanged (float32 error).
 REL_TOL = 1e-5
@@ -69,6 +70,19 @@ def swap(n: int, i: int, j: int) -> np.ndarray:
     return perm
 
 
+def canonical_order(ids: Sequence[int], perm: Sequence[int]) -> np.ndarray:
+    """The permutation that gives the same reordered sequence ``ids[perm]`` while equal tokens keep
+    their order among themselves (the k-th occurrence of a token stays its k-th occurrence).
+
+    Equal tokens are interchangeable: exchanging two of them gives the same sequence, and this
+    returns the identity for it, so no token is said to have moved. Returns (T,) int64.
+    """
+    ids, p = np.asarray(ids, np.int64).reshape(-1), np.asarray(perm, np.int64).reshape(-1)
+    out = np.empty_like(p)
+    out[np.argsort(ids[p], kind="stable")] = np.argsort(ids, kind="stable")
+    return out
+
+
 def check_permutation(perm: Sequence[int], n: int) -> np.ndarray:
     """Validate an explicit order (e.g. from dragged chips) and return it as int64 (n,).
 
@@ -114,7 +128,8 @@ class OrderComparison:
     Attributes
     ----------
     token_ids : (T,) int64     the original ids (cropped to the context).
-    perm, inverse : (T,) int64 reordered position p holds token perm[p]; token i moved to inverse[i].
+    perm, inverse : (T,) int64 reordered position p holds token perm[p]; token i moved to inverse[i]
+                               (the requested order with equal tokens matched in order).
     layer, head : int          where the attention weights and the deltas are taken.
     causal : bool              whether the four traces used the causal mask.
     n_layers : int
@@ -126,7 +141,8 @@ class OrderComparison:
                                distributions, in [0, 1] (½ Σ |p - p'|, computed in float64).
     predicted_same : (2, T) bool  token i's result at this layer is unchanged by the order alone.
     last_predicted_same : (2,) bool  the same for the last position's prediction.
-    prefix_same : (T,) bool    the multiset of tokens at or before token i is the same in both orders.
+    prefix_same : (T,) bool    the multiset of tokens token i sees with the causal mask (at or before
+                               it, within the first block's window) is the same in both orders.
     sentences : tuple of str   (pe off, pe on): what the numbers show.
     """
 
@@ -177,11 +193,6 @@ def relative_delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def total_variation(logits_a: np.ndarray, logits_b: np.ndarray) -> float:
     """½ Σ_v |softmax(a)_v - softmax(b)_v| for two (vocab_size,) logit rows, in float64; in [0, 1]."""
-    def softmax(z):
-        z = np.asarray(z, np.float64)
-        e = np.exp(z - z.max())
-        return e / e.sum()
-
     return float(0.5 * np.abs(softmax(logits_a) - softmax(logits_b)).sum())
 
 
@@ -210,7 +221,8 @@ def compare_orders(
     token_ids : sequence of int, length N
         Cropped to the last ``context_length`` ids first (as ``GPT.trace`` does).
     perm : sequence of int, length T (after cropping)
-        The reordering; see :func:`check_permutation`.
+        The reordering; see :func:`check_permutation`. Equal tokens are matched in order
+        (:func:`canonical_order`), so exchanging two equal tokens is no change.
     layer, head : int
         Selected block (0-based) and head.
     causal : bool
@@ -232,7 +244,7 @@ def compare_orders(
     cfg = model.config
     ids = np.array(token_ids, dtype=np.int64).reshape(-1)[-cfg.context_length:].copy()
     T = ids.shape[0]
-    p = check_permutation(perm, T)
+    p = canonical_order(ids, check_permutation(perm, T))
     if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
         raise ValueError(f"layer {layer} / head {head} outside {cfg.n_layers} layers x {cfg.n_heads} heads")
     inv = np.argsort(p)
@@ -251,11 +263,12 @@ def compare_orders(
             block_d[int(pe)] = relative_delta(la.resid_post, lb.resid_post[inv])
             tv[int(pe)] = total_variation(a.logits[-1], b.logits[-1])
     has_pe = bool(cfg.uses_position)
-    pred = np.stack([predict_unchanged(ids, p, pe and has_pe, causal, layer + 1) for pe in (False, True)])
+    masks = [block.attn.allowed_keys(T, causal).numpy() for block in model.blocks]  # True = may attend
+    pred = np.stack([predict_unchanged(ids, p, pe and has_pe, masks, layer + 1) for pe in (False, True)])
     last_pred = np.array([
-        last_unchanged(ids, p, pe and has_pe, causal, cfg.n_layers) for pe in (False, True)
+        last_unchanged(ids, p, pe and has_pe, masks, cfg.n_layers) for pe in (False, True)
     ])
-    prefix = predict_unchanged(ids, p, False, True, 1)
+    prefix = predict_unchanged(ids, p, False, [model.blocks[0].attn.allowed_keys(T, True).numpy()], 1)
     comp = OrderComparison(
         ids, p, inv, layer, head, causal, cfg.n_layers, has_pe, tuple(runs), attn_d, block_d, tv,
         pred, last_pred, prefix, ("", ""),
@@ -263,3 +276,27 @@ def compare_orders(
     sentences = tuple(sentence_for(comp, pe, tokens, REL_TOL, TV_TOL) for pe in (False, True))
     return replace(comp, sentences=sentences)
 
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """The inputs of one comparison, as a panel asks for it: ids, order, selection, token texts.
+
+    ``token_ids`` and ``perm`` are (T,) int64; ``tokens`` the T token texts (for the sentence).
+    """
+
+    token_ids: np.ndarray
+    perm: np.ndarray
+    layer: int
+    head: int
+    causal: bool
+    tokens: tuple[str, ...]
+    top_k: int = 5
+
+
+def compare_job(checkpoint, request: CompareRequest) -> OrderComparison:
+    """:func:`compare_orders` as a session job: ``fn(checkpoint, inputs)`` (its four traces run on
+    the session's worker thread when the model is slow)."""
+    return compare_orders(checkpoint.model, request.token_ids, request.perm, layer=request.layer,
+                          head=request.head, causal=request.causal, top_k=request.top_k,
+                          tokens=list(request.tokens))

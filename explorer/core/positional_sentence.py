@@ -6,7 +6,7 @@ previous states it attends to (softmax-weighted sums do not see the order of the
 scaling every multiplicity alike leaves them unchanged: attending to {a, a} is attending to {a}).
 So each token gets a signature per level: level 0 is its id (and its position when positional
 encoding is on); level l+1 is (its level-l signature, the proportions of the level-l signatures of
-the positions it sees: all with the mask off, those at or before it with the causal mask on). Two
+the positions it sees: the keys block l's attention mask allows it, as the model defines them). Two
 tokens with equal signatures at level l+1 have equal inputs up to float summation order, so block l
 gives them the same output (for generic weights, different signatures give different outputs).
 Proportions are identified by a sum of seeded random 64-bit codes (wrapping), vectorised over
@@ -22,7 +22,25 @@ def _codes(n: int) -> np.ndarray:
     return np.random.default_rng(12345).integers(0, 2**63, size=n, dtype=np.uint64)
 
 
-def _seen_hash(sig: np.ndarray, n_sigs: int, causal: bool) -> np.ndarray:
+def _seen_counts(onehot: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """(T, n_sigs) int64: how many positions of each signature each query sees.
+
+    ``allowed`` (T, T) bool, True = may attend. When every row is one band of keys (the causal
+    mask, a local window, no mask) the counts are differences of a running sum, O(T · n_sigs);
+    any other mask takes a matrix product (exact in float64 far beyond any context length).
+    """
+    T = len(allowed)
+    if T == 0:
+        return np.zeros((0, onehot.shape[1]), np.int64)
+    first = allowed.argmax(axis=1)
+    last = T - 1 - allowed[:, ::-1].argmax(axis=1)
+    if np.array_equal(allowed.sum(axis=1), last - first + 1):
+        running = np.vstack([np.zeros((1, onehot.shape[1]), np.int64), np.cumsum(onehot, axis=0)])
+        return running[last + 1] - running[first]
+    return np.rint(allowed.astype(np.float64) @ onehot).astype(np.int64)
+
+
+def _seen_hash(sig: np.ndarray, n_sigs: int, allowed: np.ndarray) -> np.ndarray:
     """(T,) uint64: a code for the proportions of signatures each position sees.
 
     Softmax attention over keys with multiplicities m_c gives Σ m_c e^{s_c} v_c / Σ m_c e^{s_c},
@@ -31,14 +49,14 @@ def _seen_hash(sig: np.ndarray, n_sigs: int, causal: bool) -> np.ndarray:
     T = len(sig)
     onehot = np.zeros((T, n_sigs), dtype=np.int64)
     onehot[np.arange(T), sig] = 1
-    counts = np.cumsum(onehot, axis=0) if causal else np.broadcast_to(onehot.sum(0), (T, n_sigs))
+    counts = _seen_counts(onehot, allowed)
     g = np.gcd.reduce(counts, axis=1)  # (T,), >= 1 since each position sees itself
     props = (counts // g[:, None]).astype(np.uint64)
     with np.errstate(over="ignore"):
         return (props * _codes(n_sigs)[None, :]).sum(axis=1, dtype=np.uint64)
 
 
-def signatures(ids, perm, pe: bool, causal: bool, n_levels: int) -> tuple[np.ndarray, np.ndarray]:
+def signatures(ids, perm, pe: bool, masks, n_levels: int) -> tuple[np.ndarray, np.ndarray]:
     """Level-``n_levels`` signatures of every position of the original and the reordered ids.
 
     Parameters
@@ -46,7 +64,9 @@ def signatures(ids, perm, pe: bool, causal: bool, n_levels: int) -> tuple[np.nda
     ids : (T,) int
     perm : (T,) int, the reordering (reordered position p holds token perm[p])
     pe : bool, whether a token's position is part of its input
-    causal : bool, whether a position sees only positions at or before it
+    masks : sequence of (T, T) bool, at least ``n_levels`` of them
+        Block l's attention mask, True where query i may attend to key j (the model's
+        ``Attention.allowed_keys``: causal mask, local window).
     n_levels : int >= 0, how many blocks deep
 
     Returns
@@ -62,24 +82,25 @@ def signatures(ids, perm, pe: bool, causal: bool, n_levels: int) -> tuple[np.nda
         if level == 0:
             keys = [zip(s.tolist(), (range(len(s)) if pe else [-1] * len(s))) for s in seqs]
         else:
-            keys = [zip(s.tolist(), _seen_hash(s, n_sigs, causal).tolist()) for s in seqs]
+            allowed = np.asarray(masks[level - 1], bool)
+            keys = [zip(s.tolist(), _seen_hash(s, n_sigs, allowed).tolist()) for s in seqs]
         seqs = [np.array([table.setdefault(k, len(table)) for k in ks], dtype=np.int64) for ks in keys]
         n_sigs = len(table)
     return seqs[0], seqs[1]
 
 
-def predict_unchanged(ids, perm, pe: bool, causal: bool, n_levels: int) -> np.ndarray:
+def predict_unchanged(ids, perm, pe: bool, masks, n_levels: int) -> np.ndarray:
     """(T,) bool: original token i's result after ``n_levels`` blocks is the same at its new place."""
-    a, b = signatures(ids, perm, pe, causal, n_levels)
+    a, b = signatures(ids, perm, pe, masks, n_levels)
     inv = np.argsort(np.asarray(perm, np.int64))
     return a == b[inv] if len(a) else np.zeros(0, bool)
 
 
-def last_unchanged(ids, perm, pe: bool, causal: bool, n_levels: int) -> bool:
+def last_unchanged(ids, perm, pe: bool, masks, n_levels: int) -> bool:
     """Whether the last position's final state (the next-token prediction's input) is the same."""
     if len(ids) == 0:
         return True
-    a, b = signatures(ids, perm, pe, causal, n_levels)
+    a, b = signatures(ids, perm, pe, masks, n_levels)
     return bool(a[-1] == b[-1])
 
 
@@ -171,7 +192,7 @@ def sentence_for(c, positional_encoding: bool, tokens, rel_tol: float, tv_tol: f
     if T == 0:
         return "There are no tokens to reorder."
     if c.is_identity:
-        return "This order is the original one, so nothing can change: pick another reordering."
+        return "This order reads exactly as the original one, so nothing can change: pick another reordering."
     k = int(positional_encoding)
     pe_used = positional_encoding and c.model_has_pe
     prefix = ("This model has no positional encoding, so switching it on changes nothing. "

@@ -8,8 +8,11 @@ Raschka, *Build a Large Language Model (From Scratch)*, chapter 3:
   3. causal attention (3.5): the same with keys after the query masked out: the model's own;
   4. multi-head attention (3.6): every head at once, the heads' outputs concatenated and mixed by W_O.
 
-Each is recomputed here in float64 from the trace's inputs and the model's weights, and compared
-with what the model itself computed (the trace), so every "equals" is a measured fact.
+Each is recomputed here in float64 from the trace's inputs and the model's per-head weights
+(``Attention.head_weights``), and compared with what the model itself computed (the trace), so
+every "equals" is a measured fact. Which keys a query may see, the scale, the key/value head of
+each query head and the rotation of q and k come from the model's attention module, never
+re-derived here.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import torch
+
 from explorer.core.positional_sentence import fmt
+from explorer.core.softmax import softmax
 
 #: Below this max |Δ| two computations count as the same (float32 error of the trace).
 SAME_TOL = 1e-5
@@ -67,43 +73,37 @@ class Variant:
     difference: str
 
 
-def softmax_rows(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis in float64; -inf entries get weight exactly 0."""
-    s = np.asarray(scores, np.float64)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _qkv(attn, weights: dict, trace, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q (n_heads, T, d_head), k and v (n_kv_heads, T, d_head) in float64 from the trace's LN1
+    output and the model's per-head weights (``Attention.head_weights``): q_i = h_i W_Q + b_Q, ...
 
-
-def _masked(scores: np.ndarray, causal: bool) -> np.ndarray:
-    if not causal:
-        return scores
-    T = scores.shape[-1]
-    return np.where(np.tril(np.ones((T, T), bool)), scores, -np.inf)  # causal_mask: True = may attend
-
-
-def _qkv(model, trace, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, k, v (n_heads, T, d_head) in float64 from the trace's LN1 output and the model's weights.
-
-    Head h uses rows h*d_head:(h+1)*d_head of each nn.Linear weight (out, in), as in the model.
+    A RoPE model's q and k are then turned by the model's own rotation when the trace used it.
     """
-    attn = model.blocks[layer].attn
-    n_heads, d_head = attn.n_heads, attn.d_head
     h = trace.blocks[layer].ln1.astype(np.float64)  # (T, d_model)
     out = []
-    for name in ("W_Q", "W_K", "W_V"):
-        lin = getattr(attn, name)
-        m = h @ lin.weight.detach().double().numpy().T  # (T, d_model)
-        if lin.bias is not None:
-            m = m + lin.bias.detach().double().numpy()
-        out.append(m.reshape(len(h), n_heads, d_head).transpose(1, 0, 2))  # (n_heads, T, d_head)
-    return out[0], out[1], out[2]
+    for name in ("Q", "K", "V"):
+        w = weights[f"W_{name}"].astype(np.float64)  # (n, d_model, d_head)
+        b = weights[f"b_{name}"].astype(np.float64)  # (n, d_head)
+        out.append(np.einsum("td,nde->nte", h, w) + b[:, None, :])  # (n, T, d_head)
+    q, k, v = out
+    if attn.rope is not None and trace.positional_encoding:
+        q, k = (attn.rope(torch.from_numpy(a)[None]).numpy()[0] for a in (q, k))
+    return q, k, v
 
 
-def _heads(qkv, causal: bool):
+def _heads(attn, qkv, allowed: np.ndarray):
+    """Every query head's scores, weights and outputs; ``allowed`` (T, T) bool, True = may attend."""
     q, k, v = qkv
-    scores = _masked(q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1]), causal)  # (n_heads, T, T)
-    weights = softmax_rows(scores)
-    return scores, weights, weights @ v  # outputs (n_heads, T, d_head)
+    kv = [attn.kv_head(h) for h in range(q.shape[0])]  # the key/value head of each query head
+    scores = np.einsum("hid,hjd->hij", q, k[kv]) * attn.scale  # (n_heads, T, T)
+    scores = np.where(allowed, scores, -np.inf)
+    weights = softmax(scores)
+    return scores, weights, weights @ v[kv]  # outputs (n_heads, T, d_head)
+
+
+def _scaled(attn) -> str:
+    """How the formula writes the scaling: " / √d_head", or nothing for a model that does not scale."""
+    return " / √d_head" if math.isclose(attn.scale, 1 / math.sqrt(attn.d_head), rel_tol=1e-6) else ""
 
 
 def _same(delta: float) -> str:
@@ -113,7 +113,7 @@ def _same(delta: float) -> str:
 def _simplified(trace, ref_w, i) -> Variant:
     x = trace.x.astype(np.float64)  # (T, d_model)
     scores = x @ x.T  # (T, T)
-    weights = softmax_rows(scores)
+    weights = softmax(scores)
     z = weights @ x  # (T, d_model)
     self_top = int(np.sum(np.argmax(weights, axis=1) == np.arange(len(x))))
     dw = float(np.max(np.abs(weights - ref_w)))
@@ -125,56 +125,84 @@ def _simplified(trace, ref_w, i) -> Variant:
                    scores[None], weights[None], z[None], None, None, i, z[i], dw, None, line)
 
 
-def _single(key, qkv, trace, head, i, causal, ref_w, ref_out) -> Variant:
-    scores, weights, outs = _heads(qkv, causal)
-    w, o = weights[head], outs[head]
-    dw = float(np.max(np.abs(w - ref_w)))
-    do = float(np.max(np.abs(o[i] - ref_out[i])))
-    mode = "with the causal mask" if trace.causal else "without the mask"
+@dataclass(frozen=True)
+class _Context:
+    """What variants 2 to 4 share: the layer's attention module (mask, scale, kv heads, rotation),
+    its per-head weights, the recomputed q, k, v and the model's own weights and outputs."""
+
+    attn: object
+    weights: dict
+    trace: object
+    layer: int
+    head: int
+    i: int
+    qkv: tuple
+    ref_w: np.ndarray
+    ref_out: np.ndarray
+
+
+def _window_note(attn) -> str:
+    return f" and keys {attn.window} or more places back (a local window)" if attn.window else ""
+
+
+def _single(key: str, c: _Context) -> Variant:
+    T, i, attn = c.trace.n_tokens, c.i, c.attn
+    allowed = attn.allowed_keys(T, causal=key == "causal").numpy()  # (T, T), True = may attend
+    scores, weights, outs = _heads(attn, c.qkv, allowed)
+    w, o = weights[c.head], outs[c.head]
+    dw = float(np.max(np.abs(w - c.ref_w)))
+    do = float(np.max(np.abs(o[i] - c.ref_out[i])))
+    mode = "with the causal mask" if c.trace.causal else "without the mask"
+    scaled = _scaled(attn)
     if key == "self":
         future = float(w[i, i + 1:].sum())
-        line = (f"The model's W_Q, W_K, W_V without the mask: token {i} gives {fmt(future)} of its weight "
-                f"to later tokens; the weights are {_same(dw)} the trace's ({mode}), max |Δ| = {fmt(dw)}, "
+        line = (f"The model's W_Q, W_K, W_V without the causal mask: token {i} gives {fmt(future)} of its "
+                f"weight to later tokens; the weights are {_same(dw)} the trace's ({mode}), max |Δ| = {fmt(dw)}, "
                 f"|Δ out_i| = {fmt(do)}.")
-        formula = "q = h W_Q, k = h W_K, v = h W_V,  a = softmax(q kᵀ / √d_head),  out_i = Σ_j a_ij v_j"
+        formula = f"q = h W_Q, k = h W_K, v = h W_V,  a = softmax(q kᵀ{scaled}),  out_i = Σ_j a_ij v_j"
     else:
-        line = (f"Keys after the query masked out (zero weight above the diagonal): {_same(max(dw, do))} "
+        line = (f"Keys after the query masked out{_window_note(attn)} (zero weight): {_same(max(dw, do))} "
                 f"the trace ({mode}), max |Δ weights| = {fmt(dw)}, |Δ out_i| = {fmt(do)}.")
-        formula = "s_ij = q_i·k_j / √d_head for j ≤ i (−∞ otherwise),  a = softmax(s),  out_i = Σ_j a_ij v_j"
-    return Variant(key, TITLES[key], formula, scores[head][None], w[None], o[None], None, None,
+        formula = (f"s_ij = q_i·k_j{scaled} for the keys j it may see (−∞ otherwise),  a = softmax(s),  "
+                   "out_i = Σ_j a_ij v_j")
+    return Variant(key, TITLES[key], formula, scores[c.head][None], w[None], o[None], None, None,
                    i, o[i], dw, do, line)
 
 
-def _multihead(model, qkv, trace, layer, head, i, ref_w) -> Variant:
-    scores, weights, outs = _heads(qkv, trace.causal)
+def _multihead(c: _Context) -> Variant:
+    blk = c.trace.blocks[c.layer]
+    scores, weights, outs = _heads(c.attn, c.qkv, blk.attn_mask)  # the mask the trace ran with
     H, T, d_head = outs.shape
-    concat = outs.transpose(1, 0, 2).reshape(T, H * d_head)  # (T, d_model)
-    w_o = model.blocks[layer].attn.W_O
-    mixed = concat @ w_o.weight.detach().double().numpy().T  # (T, d_model)
-    if w_o.bias is not None:
-        mixed = mixed + w_o.bias.detach().double().numpy()
-    dw = float(np.max(np.abs(weights[head] - ref_w)))
-    do = float(np.max(np.abs(mixed - trace.blocks[layer].attn_out)))
+    concat = outs.transpose(1, 0, 2).reshape(T, H * d_head)  # (T, n_heads * d_head)
+    w_o = c.weights["W_O"].astype(np.float64)  # (n_heads, d_head, d_model)
+    mixed = np.einsum("htd,hde->te", outs, w_o) + c.weights["b_O"].astype(np.float64)  # (T, d_model)
+    dw = float(np.max(np.abs(weights[c.head] - c.ref_w)))
+    do = float(np.max(np.abs(mixed - blk.attn_out)))
     heads = "one head" if H == 1 else f"{H} heads"
     line = (f"{heads} of width {d_head}, concatenated to width {H * d_head} and mixed by W_O: "
             f"{_same(do)} the trace's attention output, max |Δ| = {fmt(do)}.")
     return Variant("multihead", TITLES["multihead"],
-                   "head_h = softmax(q_h k_hᵀ / √d_head) v_h,  out = concat(head_1 … head_H) W_O",
-                   scores, weights, outs, concat, mixed, i, mixed[i], dw, do, line)
+                   f"head_h = softmax(q_h k_hᵀ{_scaled(c.attn)}) v_h,  out = concat(head_1 … head_H) W_O",
+                   scores, weights, outs, concat, mixed, c.i, mixed[c.i], dw, do, line)
 
 
-def all_variants(model, trace, layer: int, head: int, position: int) -> tuple[Variant, ...]:
+def all_variants(model, trace, layer: int, head: int, position: int,
+                 weights: dict[str, np.ndarray] | None = None) -> tuple[Variant, ...]:
     """The four variants for the selected layer, head and query token.
 
     Parameters
     ----------
     model : model.GPT
-        The model that made ``trace`` (its weights are used for variants 2 to 4).
+        The model that made ``trace``: its attention module of ``layer`` says which keys a query
+        may see (``allowed_keys``), the scale, each query head's key/value head and the rotation.
     trace : model.Trace
         With T >= 1 tokens.
     layer, head : int
     position : int
         Query token i in [0, T); negative counts from the end.
+    weights : dict, optional
+        That layer's ``Attention.head_weights()`` (W_Q ... b_O), when the caller has them cached;
+        otherwise they are taken from the model.
 
     Returns
     -------
@@ -195,13 +223,28 @@ def all_variants(model, trace, layer: int, head: int, position: int) -> tuple[Va
     i = position + T if position < 0 else position
     if not 0 <= i < T:
         raise ValueError(f"position {position} is outside the {T} tokens")
+    attn = model.blocks[layer].attn
+    weights = attn.head_weights() if weights is None else weights
     blk = trace.blocks[layer]
-    ref_w = blk.attn_weights[head].astype(np.float64)
-    ref_out = blk.head_out[head].astype(np.float64)
-    qkv = _qkv(model, trace, layer)
-    return (
-        _simplified(trace, ref_w, i),
-        _single("self", qkv, trace, head, i, False, ref_w, ref_out),
-        _single("causal", qkv, trace, head, i, True, ref_w, ref_out),
-        _multihead(model, qkv, trace, layer, head, i, ref_w),
-    )
+    c = _Context(attn, weights, trace, layer, head, i, _qkv(attn, weights, trace, layer),
+                 blk.attn_weights[head].astype(np.float64), blk.head_out[head].astype(np.float64))
+    return (_simplified(trace, c.ref_w, i), _single("self", c), _single("causal", c), _multihead(c))
+
+
+@dataclass(frozen=True)
+class VariantsRequest:
+    """The inputs of :func:`variants_job`: the trace, the selection, that layer's
+    ``Attention.head_weights()`` and the token texts (for the panel's labels)."""
+
+    trace: object
+    layer: int
+    head: int
+    position: int
+    weights: dict
+    tokens: tuple[str, ...] = ()
+
+
+def variants_job(checkpoint, request: VariantsRequest) -> tuple[Variant, ...]:
+    """:func:`all_variants` as a session job: ``fn(checkpoint, inputs)``."""
+    return all_variants(checkpoint.model, request.trace, request.layer, request.head, request.position,
+                        weights=request.weights)

@@ -155,14 +155,25 @@ def embedding_levels(tok_table: np.ndarray, pos_table: np.ndarray | None) -> dic
 
 
 def qkv_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
-    """q, k and v of one head: each (T, d_head), rows = tokens."""
+    """q of one query head and the k and v it reads (its key/value head, ``LayerTrace.kv_head``):
+    each (T, d_head), rows = tokens; q and k as they enter the scores (rotated, with RoPE)."""
     lt = trace.blocks[layer]
-    return {"q": lt.q[head], "k": lt.k[head], "v": lt.v[head]}
+    kv = lt.kv_head(head)
+    return {"q": lt.q[head], "k": lt.k[kv], "v": lt.v[kv]}
+
+
+def head_weight_views(weights: dict[str, np.ndarray], head: int, kv_head: int) -> dict[str, np.ndarray]:
+    """W_Q of one query head and the W_K, W_V of its key/value head, each (d_model, d_head).
+
+    ``weights`` is ``Attention.head_weights()`` of the layer; ``kv_head`` is ``Attention.kv_head(head)``.
+    """
+    return {"q": weights["W_Q"][head], "k": weights["W_K"][kv_head], "v": weights["W_V"][kv_head]}
 
 
 def attention_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
     """One head's attention: ``scores`` (T, T) with masked cells NaN, ``weights`` (T, T) in [0, 1],
-    and ``masked`` (T, T) bool, True where the key is masked (-inf before the softmax).
+    and ``masked`` (T, T) bool, True where the query may not see the key (the trace's ``attn_mask``
+    negated: the causal mask and any local window).
 
     ``scores[i, j]`` = q_i . k_j / sqrt(d_head) (scaled dot-product attention, Vaswani et al. 2017,
     eq. 1) before the softmax; ``weights`` is its row-wise softmax. Row i is query i, column j key j.
@@ -170,13 +181,7 @@ def attention_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray
     """
     lt = trace.blocks[layer]
     raw = lt.attn_scores[head]
-    return {"scores": masked_as_nan(raw), "weights": lt.attn_weights[head], "masked": np.isneginf(raw)}
-
-
-def clamp(value: int, lo: int, hi: int) -> int:
-    """``value`` limited to [lo, hi] (lo when hi < lo)."""
-    return max(lo, min(int(value), hi))
-
+    return {"scores": masked_as_nan(raw), "weights": lt.attn_weights[head], "masked": ~lt.attn_mask}  # True = may attend
 
 
 def max_pooled(weights: np.ndarray, cell: int) -> np.ndarray:

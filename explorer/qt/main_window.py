@@ -62,6 +62,8 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.status, 1)
         self.session.sig_timing_changed.connect(self._update_status)
         self.session.sig_model_changed.connect(self._update_title)
+        self.session.sig_job_failed.connect(lambda message: self.statusBar().showMessage(message, 10000))
+        self.session.sig_open_requested.connect(self.open_checkpoint)
         QApplication.instance().focusChanged.connect(self._on_app_focus_changed)
         self._restore_settings()
 

@@ -194,7 +194,8 @@ class CheckpointOpener:
         if choice == 0:
             answers.vocab_path = dialogs.open_file(self.parent, "Choose the vocabulary", start, VOCAB_FILTER)
         elif choice == 1:
-            answers.vocab_path = dialogs.open_folder(self.parent, "Choose the folder with encoder.json and vocab.bpe", start)
+            answers.vocab_path = dialogs.open_folder(self.parent, "Choose the folder with encoder.json and vocab.bpe",
+                                                     start)
         elif choice == 2:
             answers.vocab_path, answers.no_vocab = None, True
             return True

@@ -9,6 +9,13 @@ made axis painting the largest part of a keystroke (about 8 of 26 ms at T = 32).
 :class:`LabelAxis` draws explicit ticks (``setTicks``) from ``QStaticText`` objects cached per
 label string, so a label is laid out once and then only drawn. Axes without explicit ticks
 (numbered dimensions) are painted by pyqtgraph as before.
+
+**pyqtgraph version.** These classes use pyqtgraph internals that are not its public API:
+``AxisItem._tickLevels`` and ``AxisItem._updateMaxTextSize``, ``LabelItem._sizeHint``, and
+``ImageItem``'s ``qimage``, ``_renderRequired`` and ``_unrenderable`` render state. They are tested
+with pyqtgraph 0.14 (0.14.0), the minor version ``pyproject.toml`` pins (``~=0.14.0``);
+``tests/test_plot_items.py`` fails when one of them changes (``test_the_pyqtgraph_internals_we_use_are_there``
+and the drawing tests), which is the signal to re-check this file before moving the pin.
 """
 
 from __future__ import annotations
@@ -153,7 +160,8 @@ class LabelAxis(pg.AxisItem):
 
     def _label_rect(self, bounds: QRectF, x: float, width: float, height: float) -> QRectF:
         """Where a label of this size goes: beside the axis line, centred on its tick."""
-        gap = max(0, self.style["tickLength"]) + self.style["tickTextOffset"][0 if self.orientation in ("left", "right") else 1]
+        offset = self.style["tickTextOffset"][0 if self.orientation in ("left", "right") else 1]
+        gap = max(0, self.style["tickLength"]) + offset
         if self.orientation == "left":
             return QRectF(bounds.right() - gap - width, x - height / 2, width, height)
         if self.orientation == "right":

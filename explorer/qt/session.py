@@ -5,17 +5,25 @@ through its signals. Traces are computed on the GUI thread while that is fast (t
 takes about 2 ms), and on a worker thread, coalesced to the newest text, once a trace takes longer
 than :data:`ASYNC_MS`. Results for older requests are dropped, so an old text never overwrites a
 newer one.
+
+Every other model computation a panel needs (the positional panel's four traces, the variants'
+recomputation, later re-runs and generation) is a job given to :meth:`Session.submit`: a function
+of the checkpoint and the request's inputs, run on the same worker thread when the model is slow,
+newest request per panel, its result handed back to the panel on the GUI thread, its errors to
+the status bar (:attr:`Session.sig_job_failed`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
-from PySide6.QtCore import QObject, QThreadPool, Signal
+from PySide6.QtCore import QObject, Signal
 
 from explorer.core.token_text import display_tokens, ids_encoding
+from explorer.qt.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
 
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
@@ -36,25 +44,14 @@ class _Request:
     causal: bool
 
 
-class _Relay(QObject):
-    """Carries a finished job from the worker thread to the GUI thread (queued connection)."""
-
-    sig_done = Signal(object)
-    """(request, trace or None, exception or None, model ms) of one finished job."""
-
-
-def _run(request: _Request) -> tuple[Trace | None, Exception | None, float]:
-    t0 = time.perf_counter()
-    try:
-        trace = request.checkpoint.model.trace(
-            request.encoding.ids,  # a tuple: trace() crops it before making an array
-            positional_encoding=request.positional_encoding,
-            causal=request.causal,
-        )
-        trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached)
-        return trace, None, (time.perf_counter() - t0) * 1e3
-    except Exception as exc:  # shown in the status bar; the app keeps running
-        return None, exc, (time.perf_counter() - t0) * 1e3
+def _trace(request: _Request) -> Trace:
+    trace = request.checkpoint.model.trace(
+        request.encoding.ids,  # a tuple: trace() crops it before making an array
+        positional_encoding=request.positional_encoding,
+        causal=request.causal,
+    )
+    trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached)
+    return trace
 
 
 class Session(QObject):
@@ -78,6 +75,10 @@ class Session(QObject):
     """The text changed (the trace for it follows with sig_trace_changed)."""
     sig_timing_changed = Signal()
     """last_tokenize_ms / last_model_ms / last_draw_ms / error were updated after a trace was shown."""
+    sig_job_failed = Signal(str)
+    """A panel's job raised: who asked and the error, for the status bar."""
+    sig_open_requested = Signal(str)
+    """A panel asked to open a checkpoint file (the main window opens it, with its one open path)."""
 
     def __init__(self, compute_mode: str = "auto", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -93,8 +94,7 @@ class Session(QObject):
         self._position: int | None = None
         self._pe = self._causal = True
         self._gen = 0
-        self._busy = False
-        self._pending: _Request | None = None
+        self._requests = Requests()  # the newest job of each panel
         self._slow = False
         self._timing_tokens = 1  # traces this long or longer decide between GUI and worker thread
         self._closed = False
@@ -104,10 +104,8 @@ class Session(QObject):
         self.last_draw_ms = 0.0
         self._unpaced_draw_ms = 0.0
         self.error = ""
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(1)
-        self._relay = _Relay(self)
-        self._relay.sig_done.connect(self._on_job_done)
+        #: The one worker thread: traces of slow models and panels' jobs.
+        self.worker = Worker(self)
 
     # ---- read-only state -------------------------------------------------------------------
     checkpoint = property(lambda self: self._checkpoint, doc="The loaded model.Checkpoint, or None.")
@@ -125,7 +123,8 @@ class Session(QObject):
     position = property(lambda self: self._position, doc="Selected query row, or None for the last row.")
     positional_encoding = property(lambda self: self._pe, doc="Whether x_i = e_i + p_i (True) or e_i.")
     causal = property(lambda self: self._causal, doc="Whether the causal mask is applied.")
-    busy = property(lambda self: self._busy, doc="True while a worker-thread trace is running.")
+    busy = property(lambda self: self.worker.busy,
+                    doc="True while the worker thread runs a trace or a job (until its result is handed over).")
 
     @property
     def traces_off_gui_thread(self) -> bool:
@@ -140,10 +139,25 @@ class Session(QObject):
         return n - 1 if self._position is None else min(self._position, n - 1)
 
     def head_weights(self, layer: int) -> dict[str, np.ndarray]:
-        """W_Q, W_K, W_V (n_heads, d_model, d_head) and W_O of one layer, cached per model."""
+        """One layer's ``Attention.head_weights()``, cached per model: W_Q (n_heads, d_model, d_head),
+        W_K and W_V (n_kv_heads, d_model, d_head), W_O (n_heads, d_head, d_model) and the biases."""
         if layer not in self._weights:
             self._weights[layer] = self.model.blocks[layer].attn.head_weights()
         return self._weights[layer]
+
+    def kv_head(self, layer: int, head: int) -> int:
+        """The key/value head that query ``head`` of ``layer`` reads (grouped-query attention)."""
+        return self.model.blocks[layer].attn.kv_head(head)
+
+    def expected_ms(self, passes: int = 1) -> float:
+        """How long ``passes`` forward passes of the current model on the current text should take,
+        in ms: from the newest trace's time (the warm-up trace's, right after a model was opened)."""
+        return passes * self.last_model_ms
+
+    def is_slow(self, passes: int, limit_ms: float) -> bool:
+        """True when ``passes`` forward passes of the current model are expected to take longer
+        than ``limit_ms``; never in ``"sync"`` mode, where everything runs at once (tests, screenshots)."""
+        return self.compute_mode != "sync" and self.expected_ms(passes) > limit_ms
 
     # ---- setters -----------------------------------------------------------------------------
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
@@ -154,6 +168,7 @@ class Session(QObject):
         self._checkpoint = checkpoint
         self._trace, self._tokens = None, []  # the old trace belongs to the old model
         self._weights = {}
+        self.worker.drop_queued()  # work queued for the old model
         self._layer = self._head = 0
         self._position = None
         self._encoding = self._encode(self._text)
@@ -161,8 +176,9 @@ class Session(QObject):
         n = self._timing_tokens = min(checkpoint.config.context_length, 32)
         t0 = time.perf_counter()
         checkpoint.model.trace([0] * n)
+        self.last_model_ms = (time.perf_counter() - t0) * 1e3  # this model's, until its first real trace
         # A model slow on a sentence goes to the worker thread from the first keystroke on.
-        self._slow = (time.perf_counter() - t0) * 1e3 > ASYNC_MS
+        self._slow = self.last_model_ms > ASYNC_MS
         self.sig_model_changed.emit()
         self._request()
 
@@ -216,10 +232,60 @@ class Session(QObject):
             self.sig_options_changed.emit()
             self._request()
 
-    def recompute(self) -> None:
-        """Trace the current text again (e.g. after the model's weights were changed in place)."""
-        self._weights = {}
-        self._request()
+    def request_open(self, path) -> None:
+        """Ask for a checkpoint file to be opened (emits sig_open_requested; the window opens it)."""
+        self.sig_open_requested.emit(str(path))
+
+    def submit(self, requester: QObject, fn: JobFn, inputs: Any, on_result: Callable[[JobResult], None], *,
+               passes: int = 1, name: str = "") -> None:
+        """Run a model computation for a panel: ``fn(checkpoint, inputs)``, result to ``on_result``.
+
+        Parameters
+        ----------
+        requester : QObject
+            The panel asking. Its newest request (per ``name``) wins: a request replaces its
+            queued predecessor, and an older result that still arrives is dropped; so is a result
+            for a checkpoint that is no longer current, or for a requester that was deleted.
+        fn : callable (checkpoint, inputs) -> value
+            Runs on the worker thread: it may use the checkpoint's model and tokenizer and plain
+            data, never a widget.
+        inputs : Any
+            Plain data from the GUI thread (ids, selection, a trace: immutable things).
+        on_result : callable (JobResult) -> None
+            Called on the GUI thread with the value, or with ``error`` set when ``fn`` raised
+            (the error is also emitted with :attr:`sig_job_failed` for the status bar).
+        passes : int
+            About how many forward passes ``fn`` makes: it runs at once, on the GUI thread, only
+            in ``"sync"`` mode or while ``passes`` passes of the model stay under :data:`ASYNC_MS`
+            (and the session's own traces run there); otherwise on the worker thread, after the
+            trace of the newest text.
+        name : str
+            Separates independent requests of one requester (each coalesced on its own).
+        """
+        if self._checkpoint is None or self._closed:
+            return
+        key, number = self._requests.new(requester, name)
+        checkpoint = self._checkpoint
+
+        def work():
+            return fn(checkpoint, inputs)
+
+        def deliver(value, exc, ms) -> None:
+            if not self._requests.wanted(key, number, requester) or checkpoint is not self._checkpoint:
+                return  # a newer request, another model, or the panel is gone
+            error = "" if exc is None else f"{type(exc).__name__}: {exc}"
+            if error:
+                self.sig_job_failed.emit(f"{type(requester).__name__}{' ' + name if name else ''}: {error}")
+            on_result(JobResult(value, error, ms, inputs))
+
+        if self.compute_mode == "sync" or (not self.traces_off_gui_thread and self.expected_ms(passes) <= ASYNC_MS):
+            deliver(*timed(work))
+        else:
+            self.worker.submit(key, work, deliver)
+
+    def cancel(self, requester: QObject, name: str = "") -> None:
+        """Forget ``requester``'s pending job (its result, if it still arrives, is dropped)."""
+        self._requests.cancel(requester, name)
 
     def set_paced_draw_ms(self, ms: float) -> None:
         """Report drawing that panels did one per event-loop turn, after a new trace or selection:
@@ -230,15 +296,13 @@ class Session(QObject):
         self.sig_timing_changed.emit()
 
     def shutdown(self, timeout_ms: int = 30000, wait: bool = True) -> None:
-        """Drop queued work and wait for a running trace to finish (call before the app exits).
+        """Drop queued work and wait for a running trace or job to finish (call before the app exits).
 
         With ``wait=False`` it returns at once (a closing window disappears while a slow trace
         finishes in the background); call it again with ``wait=True`` before the process ends.
         """
         self._closed = True
-        self._pending = None
-        if wait:
-            self._pool.waitForDone(timeout_ms)
+        self.worker.shutdown(timeout_ms, wait)
 
     # ---- internals -----------------------------------------------------------------------------
     def _set_selection(self, attr: str, value) -> None:
@@ -267,24 +331,9 @@ class Session(QObject):
         self._gen += 1
         req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal)
         if not self.traces_off_gui_thread:
-            self._finish(req, *_run(req))
-        elif self._busy:
-            self._pending = req  # coalesce: only the newest waiting request is kept
-        else:
-            self._start(req)
-
-    def _start(self, req: _Request) -> None:
-        self._busy = True
-        relay = self._relay
-        self._pool.start(lambda: relay.sig_done.emit((req, *_run(req))))
-
-    def _on_job_done(self, payload) -> None:
-        self._busy = False
-        if self._pending is not None and not self._closed:
-            req, self._pending = self._pending, None
-            self._start(req)
-        if not self._closed:
-            self._finish(*payload)
+            self._finish(req, *timed(lambda: _trace(req)))
+        else:  # coalesced: a queued older text is replaced; the trace goes before panels' jobs
+            self.worker.submit("trace", lambda: _trace(req), lambda *done: self._finish(req, *done), priority=0)
 
     def _finish(self, req: _Request, trace: Trace | None, exc: Exception | None, model_ms: float) -> None:
         if req.gen != self._gen or req.checkpoint is not self._checkpoint:

@@ -35,10 +35,10 @@ class DirectLogitAttribution:
     sources : (S,) float64
         ``per_head`` summed over layers and heads: source token j's direct contribution.
     components : dict of str to float
-        Everything that is not a source, by dotted name: ``embed.tok``, ``embed.pos`` (with a
-        positional table in use), per layer ``blocks.L.attn.b_V`` (with value biases),
-        ``blocks.L.attn.b_O`` (with W_O's bias), ``blocks.L.mlp``, and ``ln_final.shift``
-        (LayerNorm's β · u_t, with a shift).
+        Everything that is not a source, by the dotted name of where it comes from (module
+        paths, as the trace's names): ``tok_emb``, ``pos_emb`` (with a positional table in use),
+        per layer ``blocks.L.attn.b_V`` (with value biases), ``blocks.L.attn.b_O`` (with W_O's
+        bias), ``blocks.L.mlp``, and ``ln_f.bias`` (LayerNorm's shift β · u_t, with a shift).
     other : float
         Sum of ``components``.
     logit : float
@@ -103,9 +103,9 @@ def direct_logit_attribution(model, tr: Trace, position: int, target: int, n_sou
     final = tr.blocks[-1].resid_post if tr.blocks else tr.x
     d, shift = frozen_norm_direction(model, final[position], target)
     ablated = tr.interventions.ablate if tr.interventions is not None else ()
-    components: dict[str, float] = {"embed.tok": float(tr.tok[position].astype(np.float64) @ d)}
+    components: dict[str, float] = {"tok_emb": float(tr.tok[position].astype(np.float64) @ d)}
     if tr.positional_encoding and model.pos_emb is not None:
-        components["embed.pos"] = float(tr.pos[position].astype(np.float64) @ d)
+        components["pos_emb"] = float(tr.pos[position].astype(np.float64) @ d)
     n_heads = model.config.n_heads
     per_head = np.zeros((len(tr.blocks), n_heads, n_sources))
     for li, (block, layer) in enumerate(zip(model.blocks, tr.blocks)):
@@ -128,7 +128,7 @@ def direct_logit_attribution(model, tr: Trace, position: int, target: int, n_sou
             components[f"blocks.{li}.attn.b_O"] = float(attn.W_O.bias.detach().double().numpy() @ d)
         components[f"blocks.{li}.mlp"] = float(layer.mlp_out[position].astype(np.float64) @ d)
     if shift is not None:
-        components["ln_final.shift"] = shift
+        components["ln_f.bias"] = shift
     sources = per_head.sum(axis=(0, 1))
     return DirectLogitAttribution(
         per_head=per_head, sources=sources, components=components,

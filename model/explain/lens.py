@@ -23,7 +23,7 @@ class LensStage:
     Attributes
     ----------
     stage : str
-        The residual's dotted name in the trace: ``embed.x``, ``blocks.L.resid_mid`` (after
+        The residual's dotted name in the trace: ``x``, ``blocks.L.resid_mid`` (after
         layer L's attention), ``blocks.L.resid_post`` (after its MLP).
     top_k : tuple of (int, float)
         The k most likely next token ids with their probabilities in [0, 1], most likely first.
@@ -41,7 +41,7 @@ class LensStage:
 
 def stage_names(n_layers: int) -> list[str]:
     """The 1 + 2 · n_layers stage names, in model order."""
-    names = ["embed.x"]
+    names = ["x"]
     for li in range(n_layers):
         names += [f"blocks.{li}.resid_mid", f"blocks.{li}.resid_post"]
     return names

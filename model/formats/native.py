@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -99,7 +98,8 @@ def read(source: Source, options: OpenOptions | None = None) -> Checkpoint:
     """
     path = source.path
     if source.container != "safetensors":
-        raise NotThisFormat(f"{path.name}: not a readable safetensors file (it does not begin with a safetensors header)")
+        raise NotThisFormat(
+            f"{path.name}: not a readable safetensors file (it does not begin with a safetensors header)")
     metadata = source.safetensors_metadata
     fmt = metadata.get("format")
     if fmt != FORMAT_NAME:

@@ -6,8 +6,9 @@
 - A word vocabulary JSON with an ``itos`` list (ids in list order), an optional
   ``tokenizer_regex`` (the words are ``re.findall(tokenizer_regex, text)``), ``lowercase``,
   ``unk_id`` (words outside the list get this id).
-- GPT-2's byte-level BPE (50,257 tokens) from its ``encoder.json`` and ``vocab.bpe``, found where
-  tiktoken caches them (``TIKTOKEN_CACHE_DIR``); nothing is ever downloaded.
+- GPT-2's byte-level BPE (50,257 tokens) from its ``encoder.json`` and ``vocab.bpe``: in
+  ``TIKTOKEN_CACHE_DIR`` when it is set (where tiktoken caches them), else the copy shipped in
+  ``assets/gpt2-bpe/``; nothing is ever downloaded.
 - A ``tokenizer.json``.
 - llama2.c's ``tokenizer.bin`` (:mod:`model.formats.llama2c_vocab`).
 
@@ -41,6 +42,8 @@ GPT2_FILES = {
     "encoder.json": hashlib.sha1((_GPT2_URL + "encoder.json").encode()).hexdigest(),
     "vocab.bpe": hashlib.sha1((_GPT2_URL + "vocab.bpe").encode()).hexdigest(),
 }
+#: GPT-2's two files as the project ships them (with their licence and source, see its README.md).
+SHIPPED_GPT2_DIR = Path(__file__).resolve().parents[2] / "assets" / "gpt2-bpe"
 JSON_MAX_BYTES = 64 * 1024 * 1024
 UNK_NAMES = ("<unk>", "<|unk|>", "[UNK]")  # ours, the book's (ch. 2), BERT's
 
@@ -112,10 +115,11 @@ def word_vocab_tokenizer(data: dict[str, Any]) -> Tokenizer:
 
 
 def gpt2_search_dirs() -> list[Path]:
-    """Where GPT-2's files may be: the folders tiktoken caches into, in its order."""
+    """Where GPT-2's files may be, in order: the folders named by ``TIKTOKEN_CACHE_DIR`` and
+    ``DATA_GYM_CACHE_DIR`` (overrides), the project's own copy, tiktoken's default cache."""
     dirs = [os.environ.get(v) for v in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")]
     dirs = [Path(d) for d in dirs if d]
-    return dirs + [Path(tempfile.gettempdir()) / "data-gym-cache"]
+    return dirs + [SHIPPED_GPT2_DIR, Path(tempfile.gettempdir()) / "data-gym-cache"]
 
 
 def find_gpt2_files(folder: Path) -> tuple[Path, Path] | None:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, QSignalBlocker, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
@@ -30,6 +30,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     CELL = 48
     GAP = 2
 
+    sig_head_picked = Signal(int, int)
+    """A tile was clicked: its (layer, head)."""
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground("w")
@@ -51,7 +54,6 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.shape = (0, 0)  # (n_layers, n_heads)
         self.tile = 0  # side of one tile in image pixels, gap included
         self.selected: tuple[int, int] | None = None  # (layer, head) to outline
-        self.on_pick = None  # callable(layer, head), set by the panel
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._fit_view)
 
@@ -69,7 +71,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             self.shape, self.tile = shape, tile
             self._fit_view()
             half = (tile - self.GAP) / 2
-            self.plot.getAxis("left").setTicks([[(l * tile + half, f"L{l}") for l in range(shape[0])], []])
+            self.plot.getAxis("left").setTicks([[(i * tile + half, f"L{i}") for i in range(shape[0])], []])
             self.plot.getAxis("top").setTicks([[(h * tile + half, f"H{h}") for h in range(shape[1])], []])
         if self.selected is not None:
             self.mark(*self.selected)
@@ -106,8 +108,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 
     def _on_scene_clicked(self, event) -> None:
         picked = self.tile_at(event.scenePos())
-        if picked is not None and self.on_pick is not None:
-            self.on_pick(*picked)
+        if picked is not None:
+            self.sig_head_picked.emit(*picked)
 
 
 class AttentionPanel(RefreshWhenShown, QWidget):
@@ -128,7 +130,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.scores = Heatmap("scores q·k/√d_head", DIVERGING, col_axis="top")
         self.weights = Heatmap("weights = softmax", SEQUENTIAL, col_axis="top")
         self.grid = HeadGrid()
-        self.grid.on_pick = self._on_grid_pick
+        self.grid.sig_head_picked.connect(self._on_grid_head_picked)
         self.grid.setVisible(False)
         for hm, name in ((self.scores, "score"), (self.weights, "weight")):
             hm.describe = self._describer(hm, name)
@@ -181,18 +183,16 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         cfg = self.session.config
         n_layers, n_heads = (cfg.n_layers, cfg.n_heads) if cfg else (1, 1)
         for box, n in ((self.layer_box, n_layers), (self.head_box, n_heads)):
-            box.blockSignals(True)
-            box.setRange(0, n - 1)
-            box.setEnabled(n > 1)
-            box.blockSignals(False)
+            with QSignalBlocker(box):
+                box.setRange(0, n - 1)
+                box.setEnabled(n > 1)
         # A one-head model has no grid to show: the box is off and grey (never checked but grey),
         # and the user's choice comes back with a model of several heads.
         several = n_layers * n_heads > 1
-        self.all_heads.blockSignals(True)
-        self.all_heads.setChecked(self._all_heads_wanted and several)
-        self.all_heads.setEnabled(several)
-        self.all_heads.setToolTip("" if several else "this model has one layer of one head: no grid to show")
-        self.all_heads.blockSignals(False)
+        with QSignalBlocker(self.all_heads):
+            self.all_heads.setChecked(self._all_heads_wanted and several)
+            self.all_heads.setEnabled(several)
+            self.all_heads.setToolTip("" if several else "this model has one layer of one head: no grid to show")
         self._place_grid(n_layers, n_heads)
         self._on_all_heads_toggled(self.all_heads.isChecked())
         self.schedule_refresh()
@@ -207,7 +207,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.grid.mark(self.session.layer, self.session.head)
         self._note_grid_faults()
 
-    def _on_grid_pick(self, layer: int, head: int) -> None:
+    def _on_grid_head_picked(self, layer: int, head: int) -> None:
         self.session.set_layer(layer)
         self.session.set_head(head)
 
@@ -216,9 +216,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         s = self.session
         for box, value in ((self.layer_box, s.layer), (self.head_box, s.head)):
             if box.value() != value:
-                box.blockSignals(True)
-                box.setValue(value)
-                box.blockSignals(False)
+                with QSignalBlocker(box):
+                    box.setValue(value)
         trace = s.trace
         if trace is None or trace.n_tokens == 0:
             self.scores.clear()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
@@ -21,7 +20,7 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         super().__init__(parent)
         self.session = session
         self.heatmaps = {key: Heatmap(title, DIVERGING) for key, title in TITLES.items()}
-        self.levels = {key: (-1.0, 1.0) for key in TITLES}
+        self.levels = dict.fromkeys(TITLES, (-1.0, 1.0))
         self._todo: list = []  # (key, array) of the maps still to draw, while paced
         self._labels: list[str] = []
         self._later = QTimer(self)

@@ -8,7 +8,7 @@ trace's weights), and the last line compares the result with the model's own hea
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, QTimer
 from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QScrollArea, QSpinBox,
                                QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
@@ -33,6 +33,17 @@ MIN_STRIP_ROWS = 4
 
 def _vec(v: np.ndarray) -> str:
     return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
+
+
+def _keys_text(st: FormulaSteps, n_tokens: int) -> str:
+    """Which keys the query sees, as the trace's mask says: all, j ≤ i, or a window."""
+    keys, i = st.keys, st.position
+    if st.causal and len(keys) == i + 1:
+        return f"keys j ≤ {i} (causal mask)"
+    if not st.causal and len(keys) == n_tokens:
+        return f"all {len(keys)} keys (mask off)"
+    mask = "causal mask and " if st.causal else ""
+    return f"keys {keys[0]}..{keys[-1]} ({mask}a local window of {len(keys)})"
 
 
 class _Body(QWidget):
@@ -161,10 +172,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self._stale = False
         s = self.session
         i = s.selected_position()
-        self.position_box.blockSignals(True)
-        self.position_box.setRange(0, max((s.trace.n_tokens if s.trace is not None else 1) - 1, 0))
-        self.position_box.setValue(i or 0)
-        self.position_box.blockSignals(False)
+        with QSignalBlocker(self.position_box):
+            self.position_box.setRange(0, max((s.trace.n_tokens if s.trace is not None else 1) - 1, 0))
+            self.position_box.setValue(i or 0)
         if i is None:
             self.steps = None
             self._clear()
@@ -187,11 +197,14 @@ class FormulaPanel(RefreshWhenShown, QWidget):
 
     def _draw(self, st: FormulaSteps, tokens: list[str]) -> None:
         tok = token_label(tokens[st.position]) if st.position < len(tokens) else "?"
-        mask = (f"keys j ≤ {st.position} (causal mask)" if st.causal
-                else f"all {len(st.keys)} keys (mask off)")
-        self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {mask}")
+        keys = _keys_text(st, len(tokens))
+        self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {keys}")
+        if st.scaled_by_sqrt_d_head:
+            scaling = f"s_ij = q_i·k_j / √d_head,  √d_head = √{st.d_head} = {st.sqrt_d_head:.4f}"
+        else:
+            scaling = f"s_ij = q_i·k_j × {st.scale:g}  (this model does not divide by √d_head)"
         self.formula.setText(
-            f"s_ij = q_i·k_j / √d_head,  √d_head = √{st.d_head} = {st.sqrt_d_head:.4f}<br>"
+            f"{scaling}<br>"
             "a_ij = exp(s_ij − max_j s_ij) / Σ_j exp(s_ij − max_j s_ij)<br>"
             "out_i = Σ_j a_ij v_j   (scaled dot-product attention, Vaswani et al. 2017, eq. 1)")
         self._fill_table(st, tokens)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QSignalBlocker
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
@@ -84,12 +85,11 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
 
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
-        self.k_box.blockSignals(True)
         # k is clamped to the vocabulary, and to MAX_K: more bars are unreadable, and ranking
         # all 50,257 of GPT-2's tokens on every keystroke would cost more than the model.
-        self.k_box.setMaximum(min(cfg.vocab_size, MAX_K) if cfg else 1)
-        self.k_box.setValue(self.k_wanted)
-        self.k_box.blockSignals(False)
+        with QSignalBlocker(self.k_box):
+            self.k_box.setMaximum(min(cfg.vocab_size, MAX_K) if cfg else 1)
+            self.k_box.setValue(self.k_wanted)
         self.schedule_refresh()
 
     def _on_k_changed(self, k: int) -> None:

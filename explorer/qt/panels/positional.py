@@ -1,69 +1,40 @@
 """Positional-encoding panel: reorder the tokens and see what order changes, with PE on and off.
 
 The numbers come from :func:`explorer.core.positional.compare_orders` (four traces: original and
-reordered, positional encoding on and off); this file only draws them.
+reordered, positional encoding on and off), run as a job of the session (:meth:`Session.submit`:
+on the worker thread when the model is slow); this file only asks for them and draws them.
 """
 
 from __future__ import annotations
 
 import html
-import time
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QListWidget,
-                               QListWidgetItem, QPushButton, QSpinBox, QSplitter, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
+                               QPushButton, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
 
 from explorer.core import positional
 from explorer.core.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
-from explorer.qt import dialogs
 from explorer.qt.heatmap import SEQUENTIAL, Heatmap
+from explorer.qt.jobs import JobResult
+from explorer.qt.order_chips import OrderChips
 from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
 TOP_K = 5
-SLOW_MS = 250.0  # a comparison slower than this stops following every keystroke (Update button)
+PASSES = 4  # forward passes per comparison: original and reordered, PE on and off
+SLOW_MS = 250.0  # a comparison expected to take longer stops following every keystroke (Update button)
 BAR_H = 0.4
 COLUMNS = ["token", "now at", "attn Δ, PE off", "block Δ, PE off", "attn Δ, PE on", "block Δ, PE on"]
 CHANGED = QColor("#fbd9b5")
-
-
-class OrderChips(QListWidget):
-    """The reordered tokens as chips that can be dragged into any order."""
-
-    def __init__(self, on_reordered) -> None:
-        super().__init__()
-        self.setFlow(QListWidget.Flow.LeftToRight)
-        self.setWrapping(False)
-        self.setDragDropMode(QAbstractItemView.DragDropMode.InternalMove)
-        self.setDefaultDropAction(Qt.DropAction.MoveAction)
-        self.setFixedHeight(44)
-        self.setSpacing(2)
-        self.setStyleSheet("QListWidget::item { background:#e8f0fb; border:1px solid #8fa8c8; "
-                           "border-radius:4px; padding:2px 5px; }")
-        self.setToolTip("Drag the chips into any order")
-        self.model().rowsMoved.connect(lambda *_: on_reordered(self.order()))
-
-    def show_order(self, tokens: list[str], perm: np.ndarray) -> None:
-        """One chip per reordered position p: token perm[p] and its original index."""
-        self.blockSignals(True)
-        self.clear()
-        for p in perm:
-            item = QListWidgetItem(f"{token_label(tokens[p], 10)}  ({p})")
-            item.setData(Qt.ItemDataRole.UserRole, int(p))
-            self.addItem(item)
-        self.blockSignals(False)
-
-    def order(self) -> list[int]:
-        """The original index of each chip, left to right."""
-        return [int(self.item(r).data(Qt.ItemDataRole.UserRole)) for r in range(self.count())]
 
 
 class PositionalPanel(RefreshWhenShown, QWidget):
@@ -112,11 +83,14 @@ class PositionalPanel(RefreshWhenShown, QWidget):
             button = QPushButton(text)
             button.clicked.connect(lambda _=False, m=mode: self._set_mode(m()))
             self.buttons[name] = button
-        self.last_ms = 0.0
+        self.last_ms = 0.0  # how long the last comparison took
+        self._waiting = False  # a comparison was asked for and has not arrived
+        self._out_of_date = False  # the session changed since the comparison asked for last
         self.update_button = QPushButton("Update")
         self.update_button.clicked.connect(self.refresh)
         self.update_button.setVisible(False)
-        self.chips = OrderChips(lambda order: self._set_mode(("custom", tuple(order))))
+        self.chips = OrderChips()
+        self.chips.sig_order_changed.connect(self._on_chips_order_changed)
 
     def _build_views(self) -> None:
         self.maps, self.bar_plots, self.bars = {}, {}, {}
@@ -218,32 +192,21 @@ class PositionalPanel(RefreshWhenShown, QWidget):
     def _set_mode(self, mode: tuple) -> None:
         self.mode = mode
         self._stale = True
-        self.refresh()
+        self.refresh()  # the user's own action: computed even when the model is slow
 
-    def set_order(self, perm) -> None:
-        """Show an explicit order (what dragging the chips does): reordered position p holds token perm[p]."""
-        self._set_mode(("custom", tuple(int(p) for p in perm)))
+    def _on_chips_order_changed(self, order: list) -> None:
+        self._set_mode(("custom", tuple(int(p) for p in order)))
 
     # ---- model switching ----------------------------------------------------------------------------
     def open_twin(self) -> None:
-        """Open the twin checkpoint trained without positional encoding, through the window's open path."""
-        window = self.window()
-        if hasattr(window, "open_checkpoint"):
-            window.open_checkpoint(TWIN)
-            return
-        from model.checkpoint import CheckpointError, load_any
-
-        try:
-            self.session.set_checkpoint(load_any(TWIN))
-        except CheckpointError as exc:
-            dialogs.error(self, "Could not open checkpoint", str(exc))
+        """Ask for the twin checkpoint trained without positional encoding (the window opens it)."""
+        self.session.request_open(TWIN)
 
     def _update_options(self) -> None:
         s = self.session
         for box, value in ((self.pe_box, s.positional_encoding), (self.causal_box, s.causal)):
-            box.blockSignals(True)
-            box.setChecked(value)
-            box.blockSignals(False)
+            with QSignalBlocker(box):
+                box.setChecked(value)
         trained_with_pe = bool(s.config and s.config.uses_position)
         is_twin = bool(s.checkpoint and s.checkpoint.path and Path(s.checkpoint.path).name == TWIN.name)
         self.twin_button.setVisible(trained_with_pe and TWIN.exists() and not is_twin)
@@ -258,44 +221,76 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         else:
             self.warning.setText("")
 
-    # ---- drawing ---------------------------------------------------------------------------------------
+    # ---- computing --------------------------------------------------------------------------------------
+    def _current(self) -> tuple[np.ndarray, list[str]]:
+        """The session's ids and token texts (empty without a trace)."""
+        s = self.session
+        if s.trace is None or s.model is None:
+            return np.zeros(0, np.int64), []
+        return s.trace.token_ids, s.tokens
+
+    def _update_order(self, ids: np.ndarray, tokens: list[str]) -> None:
+        """The order for the current tokens, shown on the chips with the tokens' current texts."""
+        n = len(ids)
+        for box in (self.i_box, self.j_box):
+            box.setRange(0, max(n - 1, 0))
+        self.perm = positional.canonical_order(ids, self.permutation(n))
+        self.chips.show_order(tokens, self.perm)
+
+    def _slow(self) -> bool:
+        """Whether the comparison, with the current model and text, is too slow to follow every edit."""
+        return self.session.is_slow(PASSES, SLOW_MS)
+
     def _on_session_changed(self) -> None:
         self._stale = True
         self._update_options()
-        if self.last_ms > SLOW_MS:
-            self.update_button.setText("Update (out of date)")
-        else:
+        self._update_order(*self._current())
+        self._out_of_date = True
+        if not self._show_update_state():
             self.schedule_refresh()
 
+    def _show_update_state(self) -> bool:
+        """Show the Update button while the comparison is too slow for the current model to follow
+        every edit, saying whether what is drawn is out of date. Returns whether it is shown."""
+        slow = self._slow()
+        self.update_button.setVisible(slow)
+        self.update_button.setText("Update (out of date)" if self._out_of_date else "Update")
+        self.update_button.setToolTip(
+            f"The four traces take about {self.session.expected_ms(PASSES):.0f} ms with this model: the "
+            "comparison follows the text and the selection only when you press Update")
+        return slow
+
     def refresh(self) -> None:
-        """Recompute the comparison for the session's tokens, layer, head and mask, and redraw."""
-        self._stale = False
+        """Ask for the comparison of the session's tokens, layer, head and mask (drawn when it arrives)."""
+        self._stale = self._out_of_date = False
         self._update_options()
+        self._show_update_state()
+        ids, tokens = self._current()
+        self._update_order(ids, tokens)
         s = self.session
-        n = s.trace.n_tokens if s.trace is not None and s.model is not None else 0
-        for box in (self.i_box, self.j_box):
-            box.setRange(0, max(n - 1, 0))
-        if n == 0:
-            self.comparison, self.perm = None, np.zeros(0, np.int64)
+        if len(ids) == 0:
+            s.cancel(self)  # a comparison still running is for text that is gone
+            self.comparison = None
             self._clear()
             return
-        self.perm = self.permutation(n)
-        tokens = s.tokens
-        t0 = time.perf_counter()
-        self.comparison = positional.compare_orders(
-            s.model, s.trace.token_ids, self.perm, layer=s.layer, head=s.head, causal=s.causal,
-            top_k=TOP_K, tokens=tokens)
-        self.last_ms = (time.perf_counter() - t0) * 1e3
-        self.update_button.setVisible(self.last_ms > SLOW_MS)
-        self.update_button.setText("Update")
-        self.update_button.setToolTip(f"The four traces took {self.last_ms:.0f} ms: with a model this slow the "
-                                      "comparison follows the text and the selection only when you press Update")
-        if self.chips.order() != self.perm.tolist() or self.chips.count() != n:
-            self.chips.show_order(tokens, self.perm)
-        self._draw(self.comparison, tokens)
+        self._waiting = True
+        request = positional.CompareRequest(ids, self.perm, s.layer, s.head, s.causal, tuple(tokens), TOP_K)
+        s.submit(self, positional.compare_job, request, self._on_comparison, passes=PASSES)
+        if self._waiting:  # on the worker thread: the old numbers stay until the new ones arrive
+            self.tv_label.setText("Computing the four traces for the current text…")
+
+    def _on_comparison(self, result: JobResult) -> None:
+        self._waiting = False
+        self._show_update_state()
+        if result.error:
+            self.comparison = None
+            self.sentence.setText(f"The comparison failed: {html.escape(result.error)}")
+            return
+        self.comparison = result.value
+        self.last_ms = result.ms
+        self._draw(self.comparison, list(result.inputs.tokens))
 
     def _clear(self) -> None:
-        self.chips.clear()
         for hm in self.maps.values():
             hm.clear()
         for bars in self.bars.values():

@@ -1,10 +1,14 @@
-"""Q/K/V panel: q, k and v of the selected layer and head (T, d_head), or the weights W_Q, W_K, W_V."""
+"""Q/K/V panel: q, k and v of the selected layer and head (T, d_head), or the weights W_Q, W_K, W_V.
+
+k and v (and W_K, W_V) are those of the key/value head the selected query head reads: its own,
+or the group's with grouped-query attention.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from explorer.core.views import axis_labels, qkv_views, symmetric_levels
+from explorer.core.views import axis_labels, head_weight_views, qkv_views, symmetric_levels
 from explorer.qt.heatmap import DIVERGING, Heatmap
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
@@ -50,8 +54,7 @@ class QKVPanel(RefreshWhenShown, QWidget):
         layer, head = s.layer, s.head
         self.caption.setText(f"layer {layer}, head {head}")
         if self.show_weights.isChecked() and s.model is not None:
-            w = s.head_weights(layer)
-            arrays = {n: w[f"W_{n.upper()}"][head] for n in NAMES}  # each (d_model, d_head)
+            arrays = head_weight_views(s.head_weights(layer), head, s.kv_head(layer, head))  # each (d_model, d_head)
             labels = None  # rows are the d_model input dimensions, numbered
             titles = {n: f"W_{n.upper()}" for n in NAMES}
             selected = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
                                QVBoxLayout, QWidget)
@@ -99,10 +99,9 @@ class TokensPanel(QWidget):
         if typed is not None and typed == self.session.text:
             return  # the session took the editor's text as it is
         if self.editor.toPlainText() != self.session.text:  # changed elsewhere (e.g. a next-token click)
-            self.editor.blockSignals(True)
-            self.editor.setPlainText(self.session.text)
-            self.editor.moveCursor(QTextCursor.MoveOperation.End)
-            self.editor.blockSignals(False)
+            with QSignalBlocker(self.editor):
+                self.editor.setPlainText(self.session.text)
+                self.editor.moveCursor(QTextCursor.MoveOperation.End)
 
     def _on_session_options_changed(self) -> None:
         """Show the session's options; a model without positional encoding greys its box (off), and
@@ -110,9 +109,8 @@ class TokensPanel(QWidget):
         cfg = self.session.config
         has_pe = cfg is None or bool(cfg.uses_position)
         for box, on in ((self.pe_box, self.session.positional_encoding and has_pe), (self.causal_box, self.session.causal)):
-            box.blockSignals(True)
-            box.setChecked(on)
-            box.blockSignals(False)
+            with QSignalBlocker(box):
+                box.setChecked(on)
         self.pe_box.setEnabled(has_pe)
         self.pe_box.setToolTip("" if has_pe else "this model has no positional encoding: x_i = e_i")
 

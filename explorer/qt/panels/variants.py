@@ -1,9 +1,10 @@
 """Variants panel: the book chapter's four attention variants on the current tokens.
 
-The numbers come from :func:`explorer.core.variants.all_variants`; this file only draws the
-selected variant's scores, weights and outputs, and the line saying how it differs from the
-model's own computation. A source switch shows the chapter's own worked example instead
-(:class:`explorer.qt.panels.variants_book.BookView`).
+The numbers come from :func:`explorer.core.variants.all_variants`, run as a session job
+(:meth:`Session.submit`: on the worker thread when the model is slow, since it is proportional to
+T² per head); this file only draws the selected variant's scores, weights and outputs, and the
+line saying how it differs from the model's own computation. A source switch shows the chapter's
+own worked example instead (:class:`explorer.qt.panels.variants_book.BookView`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QStac
 from explorer.core import book_views, variants
 from explorer.core.views import axis_labels, masked_as_nan, symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap
+from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.panels.variants_book import BookView
 from explorer.qt.session import Session
@@ -50,6 +52,8 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         super().__init__(parent)
         self.session = session
         self.results: tuple[variants.Variant, ...] = ()
+        self._tokens: list[str] = []  # of the request the results answer
+        self._layer = self._head = 0
         self._stale = True
         self.selector = QComboBox()
         for key in variants.KEYS:
@@ -135,14 +139,28 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         return self.results[self.selector.currentIndex()] if self.results else None
 
     def refresh(self) -> None:
-        """Recompute the four variants for the session's layer, head and position, and redraw."""
+        """Ask for the four variants of the session's layer, head and position (drawn when they arrive)."""
         self._stale = False
         if self.source_key() == "book":  # the book's example does not follow the text
             return
         s = self.session
         i = s.selected_position()
-        self.results = () if i is None or s.model is None else variants.all_variants(s.model, s.trace, s.layer, s.head, i)
-        self.draw()
+        if i is None or s.model is None:
+            s.cancel(self)
+            self.results = ()
+            self.draw()
+            return
+        request = variants.VariantsRequest(s.trace, s.layer, s.head, i, s.head_weights(s.layer), tuple(s.tokens))
+        s.submit(self, variants.variants_job, request, self._on_variants)
+
+    def _on_variants(self, result: JobResult) -> None:
+        self.results = () if result.error else result.value
+        self._tokens = list(result.inputs.tokens)
+        self._layer, self._head = result.inputs.layer, result.inputs.head
+        if self.source_key() == "model":
+            self.draw()
+            if result.error:
+                self.header.setText(f"the variants could not be computed: {result.error}")
 
     def draw(self) -> None:
         """Draw the selected variant (everything cleared when there are no tokens)."""
@@ -158,13 +176,12 @@ class VariantsPanel(RefreshWhenShown, QWidget):
             for hm in (self.scores, self.weights, self.outputs, self.mixed):
                 hm.clear()
             return
-        s = self.session
-        tokens = s.tokens
+        tokens = self._tokens
         rows = axis_labels(tokens)
         keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(tokens)]
         n = v.weights.shape[0]
-        head = f"all {n} heads" if v.key == "multihead" else f"head {s.head}"
-        self.header.setText(f"layer {s.layer} · {head} · token {v.position} {token_label(tokens[v.position])!r}")
+        head = f"all {n} heads" if v.key == "multihead" else f"head {self._head}"
+        self.header.setText(f"layer {self._layer} · {head} · token {v.position} {token_label(tokens[v.position])!r}")
         self.formula.setText(v.formula)
         self.difference.setText(v.difference)
         scores = masked_as_nan(side_by_side(v.scores) if n > 1 else v.scores[0])
