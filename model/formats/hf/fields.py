@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-import torch
 
 from model.formats.base import CheckpointError
+from model.plain import short_repr
 
 _MISSING = object()
 
@@ -44,7 +44,7 @@ class HFConfig:
 
     def refuse(self, name: str, why: str) -> CheckpointError:
         """The error for a field whose value this app cannot honour: ``name = value: why``."""
-        return self.error(f"{name} = {self.data.get(name)!r}: {why}")
+        return self.error(f"{name} = {short_repr(self.data.get(name))}: {why}")
 
     def get(self, name: str, default: Any = None) -> Any:
         """The raw value (``default`` when the field is absent or null)."""
@@ -107,20 +107,6 @@ def base_prefix(keys, prefix: str, probe: str) -> str:
     if keys.has(probe):
         return ""
     raise CheckpointError(f"{keys.path.name}: the weights have neither {prefix}{probe} nor {probe}")
-
-
-def peek_matrix(keys, name: str) -> torch.Tensor:
-    """A 2-D tensor (an embedding table, a weight whose shape tells a size), left in ``keys``."""
-    t = keys.peek(name)
-    if t.dim() != 2:
-        raise CheckpointError(f"{keys.path.name}: {name} has shape {tuple(t.shape)}, expected a matrix")
-    return t
-
-
-def take_matrix(keys, name: str) -> torch.Tensor:
-    """:func:`peek_matrix`, taken out of ``keys``."""
-    peek_matrix(keys, name)
-    return keys.take(name)
 
 
 def drop_buffers(tensors: dict[str, Any], suffixes: tuple[str, ...]) -> dict[str, Any]:
