@@ -145,8 +145,9 @@ class GPTConfig:
         if windows and len(windows) != self.n_layers:
             raise ValueError(f"attn_windows has {len(windows)} entries for {self.n_layers} layers")
         for w in windows:
-            if isinstance(w, bool) or not isinstance(w, int) or w < 0:
-                raise ValueError(f"attn_windows entries must be integers >= 0 (0 = global), got {short_repr(w)}")
+            if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= MAX_CONTEXT_LENGTH:
+                raise ValueError(f"attn_windows entries must be integers from 0 (global) to {MAX_CONTEXT_LENGTH:,}, "
+                                 f"got {short_repr(w)}")
 
     @property
     def d_head(self) -> int:

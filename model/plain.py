@@ -29,6 +29,18 @@ JSON_MAX_NODES = 1_000_000
 REPR_CHARS = 80
 
 
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is an int or float (not a bool) with a finite float value, else
+    None (an int too large for a float, inf, NaN, a string, ...)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def check_plain(value: Any, types: Iterable[type] = JSON_TYPES, *, max_depth: int = JSON_MAX_DEPTH,
                 max_nodes: int = JSON_MAX_NODES, shared: bool = True) -> str | None:
     """What makes ``value`` unfit to walk, or None: a type outside ``types``, too deep, too many values.

@@ -384,6 +384,33 @@ def _(tmp):
     return Damaged(folder, "hf-gpt2", "config.json is not readable JSON: JSON nested deeper than 64 levels")
 
 
+def hf_config(tmp: Path, family: str, key: str, value_json: str) -> Path:
+    """A copy of a fixture folder whose config.json sets ``key`` to the JSON text ``value_json``."""
+    folder = hf_folder(tmp, family)
+    config = json.loads((folder / "config.json").read_text())
+    config.pop(key, None)
+    (folder / "config.json").write_text(json.dumps(config)[:-1] + f', "{key}": {value_json}}}')
+    return folder
+
+
+@damaged("Hugging Face activation_function that is a list")
+def _(tmp):
+    return Damaged(hf_config(tmp, "hf-gpt2", "activation_function", '["gelu"]'), "hf-gpt2",
+                   r"config.json: activation_function = \['gelu'\]: not supported")
+
+
+@damaged("Hugging Face rope_theta of 400 digits")
+def _(tmp):
+    folder = hf_config(tmp, "hf-llama", "rope_parameters", '{"rope_type": "default", "rope_theta": 1' + "0" * 400 + "}")
+    return Damaged(folder, "hf-llama", "rope_theta = <an integer of 1,329 bits>: expected a number above 1")
+
+
+@damaged("GPT-Neo window_size of 10^30")
+def _(tmp):
+    return Damaged(hf_config(tmp, "hf-gpt-neo", "window_size", "1" + "0" * 30), "hf-gpt-neo",
+                   "attn_windows entries must be integers from 0")
+
+
 @damaged("Hugging Face tokenizer.json whose unknown-word token is not in its vocabulary")
 def _(tmp):
     folder = hf_folder(tmp)

@@ -67,6 +67,41 @@ def test_every_damaged_file_ends_in_one_clear_message(kind, tmp_path, no_hang, c
     assert capsys.readouterr().err == f"error: {message}\n"
 
 
+def _cut_copy(tmp_path, what):
+    """(file to cut, what to open, options) for one file of each format, copied under tmp_path."""
+    if what == "our .safetensors":
+        path = native_file(tmp_path)
+        return path, path, {}
+    if what.startswith("Hugging Face "):
+        folder = hf_folder(tmp_path, "hf-llama")
+        return folder / what.split()[-1], folder, {}
+    sources = {"nanoGPT ckpt.pt": (NANO, None), "LLMs-from-scratch model.pth": (RASCHKA, None),
+               "llama2.c model.bin": (LLAMA2C / "model.bin", None), "llama2.c ckpt.pt": (LLAMA2C / "ckpt.pt", None),
+               "nanoGPT meta.pkl": (META, NANO), "llama2.c tokenizer.bin": (LLAMA2C / "tokenizer.bin", LLAMA2C / "model.bin"),
+               "word vocabulary JSON": (RASCHKA.parent / "raschka_word_vocab.json", RASCHKA)}
+    src, model = sources[what]
+    shutil.copy(src, tmp_path / src.name)
+    if model is None:
+        return tmp_path / src.name, tmp_path / src.name, {"n_heads": 2, "allow_no_tokenizer": True}
+    shutil.copy(model, tmp_path / ("model" + model.suffix))
+    return tmp_path / src.name, tmp_path / ("model" + model.suffix), {"n_heads": 2, "vocab_path": tmp_path / src.name}
+
+
+@pytest.mark.parametrize("what", ["our .safetensors", "nanoGPT ckpt.pt", "LLMs-from-scratch model.pth",
+                                  "llama2.c model.bin", "llama2.c ckpt.pt", "nanoGPT meta.pkl", "llama2.c tokenizer.bin",
+                                  "word vocabulary JSON", "Hugging Face config.json", "Hugging Face model.safetensors",
+                                  "Hugging Face tokenizer.json"])
+def test_a_file_of_any_format_cut_anywhere_is_one_clear_message(what, tmp_path, no_hang):
+    target, opened, options = _cut_copy(tmp_path, what)
+    data = target.read_bytes()
+    for cut in sorted({1, 2, 8, 9, 64, len(data) // 3, len(data) // 2, len(data.rstrip()) - 1}):  # a final newline is no damage
+        target.write_bytes(data[:cut])
+        with pytest.raises(CheckpointError) as info:
+            load_any(opened, **options)
+        assert not isinstance(info.value, ReaderFailure), (cut, str(info.value), info.value.__cause__)
+        assert "\n" not in str(info.value), str(info.value)
+
+
 def test_the_catch_all_names_the_file_and_keeps_the_cause(tmp_path, monkeypatch):
     """What no check foresaw still ends in one CheckpointError naming the file, the original kept."""
     from model.formats import nanogpt
@@ -115,6 +150,9 @@ def test_odd_settings_in_a_torch_file_are_left_out_not_trusted(tmp_path, no_hang
     assert ckpt.tokenizer is None and len(ckpt.training["dataset"]) <= 500
     nul = nanogpt_file(tmp_path, lambda o: o["config"].update({"dataset": "a\x00b"}), "nul.pt")
     assert load_any(nul, allow_no_tokenizer=True).tokenizer is None
+    fp8 = nanogpt_file(tmp_path, lambda o: o["model"].update({"lm_head.weight": o["model"]["transformer.wte.weight"]
+                                                               .to(torch.float8_e4m3fn)}), "fp8.pt")
+    assert not load_any(fp8, allow_no_tokenizer=True).config.tied_unembed  # float8 compared with float32: untied
 
 
 def test_the_books_model_from_torch_compile_opens(tmp_path):

@@ -155,7 +155,7 @@ def convert(path: Path, state: dict, args: dict, training: dict) -> Converted:
         for theirs, ours in LAYER_NAMES.items():
             out[f"blocks.{i}.{ours}.weight"] = keys.take(f"layers.{i}.{theirs}.weight", shapes[theirs])
     output = keys.take_opt("output.weight", (vocab, d))
-    tied = output is None or output is emb or torch.equal(output, emb)  # export.py's own test
+    tied = output is None or output is emb or (output.dtype == emb.dtype and torch.equal(output, emb))  # export.py's test
     if not tied:
         out["unembed.weight"] = output
     keys.finish()

@@ -140,7 +140,7 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
     if bias:
         out["ln_f.bias"] = keys.take("transformer.ln_f.bias", (d,))
     lm_head = keys.take_opt("lm_head.weight", (vocab, d))
-    tied = lm_head is None or torch.equal(lm_head, wte)
+    tied = lm_head is None or (lm_head.dtype == wte.dtype and torch.equal(lm_head, wte))
     if not tied:
         out["unembed.weight"] = lm_head
     keys.finish()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 
 from model.formats.base import CheckpointError
-from model.plain import short_repr
+from model.plain import finite_number, short_repr
 
 _MISSING = object()
 
@@ -67,9 +66,10 @@ class HFConfig:
         value = self.data.get(name)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        number = finite_number(value)
+        if number is None or number <= 0:
             raise self.refuse(name, "expected a positive number")
-        return float(value)
+        return number
 
     def flag(self, name: str, default: bool) -> bool:
         """A true/false field; ``default`` when absent or null."""
@@ -94,7 +94,7 @@ GELU_NAMES = {"gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", 
 def gelu_variant(cfg: HFConfig, name: str = "activation_function") -> str:
     """Our ``gelu`` ("exact" or "tanh") for the config's activation, or an error naming it."""
     value = cfg.get(name, "gelu_new")
-    if value not in GELU_NAMES:
+    if not isinstance(value, str) or value not in GELU_NAMES:
         raise cfg.refuse(name, f"not supported (this app builds {', '.join(GELU_NAMES)})")
     return GELU_NAMES[value]
 

@@ -20,7 +20,7 @@ import torch
 from model.config import MAX_CONTEXT_LENGTH, GPTConfig
 from model.formats.common import Keys, make_config
 from model.formats.hf.fields import HFConfig, base_prefix, take_unembed
-from model.plain import short_repr
+from model.plain import finite_number, short_repr
 
 LLAMA_BUFFERS = (".self_attn.rotary_emb.inv_freq",)
 ROPE_DEFAULT = 10000.0
@@ -48,9 +48,10 @@ def rope_theta(cfg: HFConfig) -> float:
     theta = params.get("rope_theta") if isinstance(params, dict) else None
     if theta is None:
         return cfg.number("rope_theta", ROPE_DEFAULT)
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1:
+    number = finite_number(theta)
+    if number is None or not number > 1:
         raise cfg.error(f"rope_parameters.rope_theta = {short_repr(theta)}: expected a number above 1")
-    return float(theta)
+    return number
 
 
 def _check_layout(cfg: HFConfig, d: int, n_heads: int, ctx: int) -> None:
