@@ -103,3 +103,30 @@ def test_save_as_of_a_model_whose_tensors_share_memory_and_any_write_error(windo
     assert len(recorder.errors) == 1 and recorder.errors[0][0] == SAVE_ERROR_TITLE
     assert "again.safetensors" in recorder.errors[0][1] and "RuntimeError: Some tensors share memory" in recorder.errors[0][1]
     assert window.session.checkpoint is before and not (tmp_path / "again.safetensors").exists()
+
+
+def test_what_no_check_foresaw_is_one_dialog_and_a_model_that_cannot_run_is_not_taken(window, recorder, tmp_path, monkeypatch, tiny_tokenizer):
+    from conftest import make_tiny_checkpoint
+    from explorer.qt import opening
+
+    before = window.session.checkpoint
+    broken = make_tiny_checkpoint(tiny_tokenizer)
+    broken.path = tmp_path / "broken.safetensors"
+
+    def fails(*_a, **_k):
+        raise RuntimeError("the model's own failure")
+
+    broken.model.trace = fails  # loads, then cannot run
+    monkeypatch.setattr(opening, "load_any", lambda *a, **k: broken)
+    assert not window.open_checkpoint(tmp_path / "broken.safetensors")
+    assert recorder.errors == [(ERROR_TITLE, "broken.safetensors: the model was read but does not run "
+                                             "(RuntimeError: the model's own failure)")]
+
+    def mistake(*_a, **_k):
+        raise KeyError("a bug outside the loader")
+
+    monkeypatch.setattr(opening, "load_any", mistake)
+    recorder.errors.clear()
+    assert not window.open_checkpoint(tmp_path / "other.pt")
+    assert recorder.errors == [(ERROR_TITLE, "other.pt: cannot be opened (KeyError: 'a bug outside the loader')")]
+    assert window.session.checkpoint is before
