@@ -3,9 +3,9 @@
     transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
                          [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
-Opens the main window on PATH (a checkpoint file or folder), or on the default checkpoint in
-assets/. With ``--screenshot`` it renders the window (or one panel) off-screen to a PNG of exactly
-that size and exits.
+Opens the main window on PATH (a checkpoint file or folder, or ``hf:REPO_ID[@REVISION]`` for a model
+on the Hugging Face Hub), or on the default checkpoint in assets/. With ``--screenshot`` it renders
+the window (or one panel) off-screen to a PNG of exactly that size and exits.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def _size(text: str) -> tuple[int, int]:
 def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Namespace:
     """Parse the command line; a bad option prints one line and exits with code 2."""
     p = _Parser(prog="transformer-explorer", description="Look inside a small transformer while you type.")
-    p.add_argument("path", nargs="?", help="a checkpoint file or folder (default: assets/tinystories-1L1H.safetensors)")
+    p.add_argument("path", nargs="?", help="a checkpoint file or folder, or hf:REPO_ID[@REVISION] for a model on the "
+                   "Hugging Face Hub (default: assets/tinystories-1L1H.safetensors)")
     p.add_argument("--text", default="", help="text to put in the editor")
     p.add_argument("--n-heads", type=int, help="heads per block, for a file that cannot tell (else asked)")
     p.add_argument("--vocab", metavar="FILE", help="the vocabulary (meta.pkl, vocabulary JSON, tokenizer.json, "
@@ -54,7 +55,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
-    p.add_argument("--startup-time", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--startup-time", action="store_true",
+                   help="print when the window was shown and when the model was drawn, then exit")
     args = p.parse_args(argv)
     if args.panel is not None and args.panel not in panel_names:
         p.error(f"unknown panel {args.panel!r}; choose from {', '.join(panel_names)}")
@@ -94,7 +96,8 @@ def _headless_dialogs(failures: list[str]) -> None:
 
     dialogs.error = error
     dialogs.info = lambda _parent, title, text: print(f"{title}: {text}", file=sys.stderr)
-    dialogs.ask_int = dialogs.ask_choice = dialogs.open_file = dialogs.open_folder = unanswered
+    dialogs.ask_int = dialogs.ask_choice = dialogs.open_file = dialogs.open_folder = dialogs.confirm = unanswered
+    dialogs.ask_text = unanswered
 
 
 def _has_display() -> bool:
@@ -190,9 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         app.processEvents()
         print(f"window shown after {shown:.2f} s, model loaded and drawn after "
               f"{time.perf_counter() - _T0:.2f} s (from importing explorer.app)")
+        window.close()
+        window.session.shutdown()
         _dispose(app, window)
         return 0
-    return app.exec()
+    code = app.exec()
+    window.session.shutdown()  # the window is gone; a trace still running ends before the process
+    return code
 
 
 def _show_book(widget) -> None:

@@ -6,7 +6,7 @@ Nothing in this package imports Qt or anything from ``explorer``.
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from model.config import GPTConfig
 from model.tokenizer import Encoding, Tokenizer
-from model.records import LayerTrace, Trace
+from model.records import LayerTrace, NonFinite, Trace
 from model.transformer import GPT
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "GPT",
     "GPTConfig",
     "LayerTrace",
+    "NonFinite",
     "Tokenizer",
     "Trace",
     "load_checkpoint",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from model.formats import hf, llama2c, nanogpt, native, raschka
+from model.formats import hf, hub, llama2c, nanogpt, native, raschka
 from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
@@ -31,7 +31,8 @@ MESSAGE_MAX_CHARS = 2000  # a loader's message is shown whole in a dialog or on 
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "NeedsInput",
-    "NotThisFormat", "ReaderFailure", "atomic_write", "build_model", "load_any", "load_checkpoint", "save_as",
+    "NotThisFormat", "ReaderFailure", "atomic_write", "build_model", "load_any", "load_checkpoint", "load_snapshot",
+    "save_as",
     "save_checkpoint", "validate_state_dict",
 ]
 
@@ -54,13 +55,16 @@ def load_any(
     :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
     (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with
-    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`).
+    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`). A string
+    ``hf:REPO_ID[@REVISION]`` is a model on the Hugging Face Hub, fetched into the library's cache
+    (:func:`model.formats.hub.fetch`, offline from the cache with ``HF_HUB_OFFLINE=1``) and opened
+    as :func:`load_snapshot` does.
 
     Parameters
     ----------
-    path : path-like
+    path : path-like or str
         A file, or a folder (a Hugging Face model folder, whose ``config.json`` or one of its
-        weight files stands for it too; a llama2.c ``out/`` folder).
+        weight files stands for it too; a llama2.c ``out/`` folder), or ``hf:REPO_ID[@REVISION]``.
     n_heads : int, optional
         Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
         sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.
@@ -85,11 +89,17 @@ def load_any(
     CheckpointError
         When no known format fits (naming the formats tried and what the file holds), the
         file is bad, asks to run code, holds a whole pickled model, or its vocabulary size
-        differs from the embedding rows. Every exception a reader raises ends as one: one that
-        no check foresaw as a :class:`ReaderFailure` naming the file and the exception (kept as
-        ``__cause__``). Messages are at most :data:`MESSAGE_MAX_CHARS` characters, with bytes of
-        a file name that are not UTF-8 shown as U+FFFD.
+        differs from the embedding rows; :class:`model.formats.hub.HubError` when a Hub model
+        cannot be fetched (not cached and the Hub unreachable, no such repository, ...). Every
+        exception a reader raises ends as one: one that no check foresaw as a
+        :class:`ReaderFailure` naming the file and the exception (kept as ``__cause__``).
+        Messages are at most :data:`MESSAGE_MAX_CHARS` characters, with bytes of a file name
+        that are not UTF-8 shown as U+FFFD.
     """
+    if hub.is_hub_spec(path):
+        ref = hub.parse_hub_spec(path)
+        return load_snapshot(ref, hub.fetch(ref), n_heads, vocab_path=vocab_path,
+                             allow_no_tokenizer=allow_no_tokenizer)
     options = OpenOptions(n_heads=n_heads, vocab_path=Path(vocab_path) if vocab_path is not None else None,
                           allow_no_tokenizer=allow_no_tokenizer)
     return _guarded(path, lambda: _dispatch(Source(path), options))
@@ -140,6 +150,36 @@ def _printable(message: str) -> str:
     return message if len(message) <= MESSAGE_MAX_CHARS else message[:MESSAGE_MAX_CHARS - 1] + "…"
 
 
+def load_snapshot(
+    ref: hub.HubRef,
+    folder: str | os.PathLike,
+    n_heads: int | None = None,
+    *,
+    vocab_path: str | os.PathLike | None = None,
+    allow_no_tokenizer: bool = False,
+) -> Checkpoint:
+    """Open the snapshot folder fetched for a Hub model (:func:`model.formats.hub.fetch`), named after it.
+
+    As :func:`load_any` on the folder; the checkpoint's ``origin`` is ``ref.spec`` and its name the
+    repository's (:func:`model.formats.hub.labelled`), and messages name the repository, not the
+    commit hash that names the folder.
+
+    Raises
+    ------
+    NeedsInput, CheckpointError
+        As :func:`load_any`.
+    """
+    folder = Path(folder)
+    try:
+        checkpoint = load_any(folder, n_heads, vocab_path=vocab_path, allow_no_tokenizer=allow_no_tokenizer)
+    except NeedsInput:
+        raise
+    except CheckpointError as exc:  # a ReaderFailure stays one, with its cause
+        kind = ReaderFailure if isinstance(exc, ReaderFailure) else CheckpointError
+        raise kind(hub.renamed(str(exc), folder, ref)) from exc.__cause__
+    return hub.labelled(checkpoint, ref)
+
+
 def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
     """Write any opened checkpoint (our own or a foreign format) as our ``.safetensors``.
 
@@ -158,7 +198,7 @@ def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
     training = dict(checkpoint.training)
     if checkpoint.source_format != FORMAT_NAME and checkpoint.path is not None:
         training.setdefault(
-            "imported_from", {"format": checkpoint.source_format, "file": shown_name(checkpoint.path)}
+            "imported_from", {"format": checkpoint.source_format, "file": checkpoint.origin or shown_name(checkpoint.path)}
         )
     save_checkpoint(path, checkpoint.model, checkpoint.tokenizer, training=training,
                     vocab_padding=checkpoint.vocab_padding)

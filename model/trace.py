@@ -1,6 +1,7 @@
 """The headless command ``python -m model.trace CHECKPOINT TEXT`` (CHECKPOINT: a file or a folder).
 
-CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``). Prints the tokens
+CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``), or ``hf:REPO_ID`` for a
+model on the Hugging Face Hub (:mod:`model.formats.hub`). Prints the tokens
 (their readable text), the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
 ``--explain`` adds why the model predicts what it does (:mod:`model.explain`).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -17,6 +19,12 @@ import numpy as np
 from model.records import LayerTrace, Trace
 
 __all__ = ["LayerTrace", "Trace", "main"]
+
+EXIT_NONFINITE = 3
+EPILOG = """exit status: 0 done; 2 a bad file or input (one line on stderr); 3 the trace holds values
+that are not numbers (NaN or inf, e.g. from weights so large that the attention scores overflow):
+stderr says where they start (the layer and tensor) and the output is still written, with them as
+null in --json and nan in the text."""
 
 
 def _parse_ids(text: str) -> list[int]:
@@ -32,12 +40,18 @@ def _printable(token: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m model.trace``: trace a checkpoint on a text and print what it computed."""
+    """``python -m model.trace``: trace a checkpoint on a text and print what it computed.
+
+    Returns the exit status: 0, 2 for a bad file or input, :data:`EXIT_NONFINITE` (3) when the
+    trace holds NaN or infinite values (the output is still written).
+    """
     from model.checkpoint import CheckpointError, NeedsInput, load_any
 
-    p = argparse.ArgumentParser(prog="python -m model.trace", description="Trace a checkpoint on a text and print what it computed.")
+    p = argparse.ArgumentParser(prog="python -m model.trace", description="Trace a checkpoint on a text and print what it computed.",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="a checkpoint file or folder (our .safetensors, a Hugging Face model folder or its "
-                   "config.json, a llama2.c file or folder, or another format the app opens)")
+                   "config.json, a llama2.c file or folder, or another format the app opens), or hf:REPO_ID[@REVISION] "
+                   "for a model on the Hugging Face Hub (fetched into its cache; HF_HUB_OFFLINE=1: the cache only)")
     p.add_argument("text", nargs="?", default="", help="the input text")
     p.add_argument("--ids", help="comma-separated token ids instead of text, e.g. 3,17,5")
     p.add_argument("--no-pe", action="store_true", help="switch positional encoding off (x_i = e_i)")
@@ -88,28 +102,55 @@ def main(argv: list[str] | None = None) -> int:
     run = [int(i) for i in tr.token_ids]
     tokens = tokenizer.display_sequence(run) if tokenizer is not None else [f"#{i}" for i in run]
     name = tokenizer.display if tokenizer is not None else (lambda i: f"#{i}")
-    top = []
-    if tr.n_tokens:
-        last = tr.probs[-1]
-        k = max(0, min(args.top_k, last.shape[0]))
-        order = np.argsort(-last, kind="stable")[:k]
-        top = [[name(int(i)), float(last[i])] for i in order]
-    if args.json:
-        out = {
-            "tokens": tokens,
-            "token_ids": [int(i) for i in tr.token_ids],
-            "dropped": tr.dropped,
-            "top_k": top,
-            "tensors": {key: np.where(np.isfinite(a), a, None).tolist() if not np.isfinite(a).all() else a.tolist()
-                        for key, a in tr.named()},
-        }
-        if ex is not None:
-            from model.explain.report import explanation_json
+    bad = tr.nonfinite
+    if bad is not None:  # said first: a reader piping the output still sees it
+        print(f"error: {bad}; they are written as null (--json) or nan", file=sys.stderr)
+    code = EXIT_NONFINITE if bad is not None else 0
+    try:
+        if args.json:
+            _print_json(tr, tokens, _top_k(tr, args.top_k, name), ex, name)
+        else:
+            _print_text(tr, tokens, _top_k(tr, args.top_k, name), ex, name)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
+        # Point stdout at /dev/null so that the interpreter's own flush at exit cannot fail again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout without a file descriptor (a test's capture)
+            pass
+    return code
 
-            out["explain"] = explanation_json(*ex, name)
-        json.dump(out, sys.stdout)
-        print()
-        return 0
+
+def _top_k(tr: Trace, k: int, name) -> list:
+    """[[token, probability or None], ...] for the last position, most likely first."""
+    if not tr.n_tokens:
+        return []
+    last = tr.probs[-1]
+    order = np.argsort(-last, kind="stable")[:max(0, min(k, last.shape[0]))]
+    return [[name(int(i)), float(last[i]) if np.isfinite(last[i]) else None] for i in order]
+
+
+def _finite_or_none(a: np.ndarray) -> list:
+    return a.tolist() if np.isfinite(a).all() else np.where(np.isfinite(a), a, None).tolist()
+
+
+def _print_json(tr: Trace, tokens, top, ex, name) -> None:
+    out = {
+        "tokens": tokens,
+        "token_ids": [int(i) for i in tr.token_ids],
+        "dropped": tr.dropped,
+        "top_k": top,
+        "tensors": {key: _finite_or_none(a) for key, a in tr.named()},  # masked scores, NaN: null
+    }
+    if ex is not None:
+        from model.explain.report import explanation_json
+
+        out["explain"] = explanation_json(*ex, name)
+    json.dump(out, sys.stdout, allow_nan=False)  # standard JSON: no NaN or Infinity literals
+    print()
+
+
+def _print_text(tr: Trace, tokens, top, ex, name) -> None:
     print(f"tokens ({tr.n_tokens}" + (f", {tr.dropped} dropped" if tr.dropped else "") + "):")
     print("  " + " ".join(f"[{i}]{_printable(t)}" for i, t in enumerate(tokens)))
     for li, layer in enumerate(tr.blocks):
@@ -119,12 +160,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"layer {li} head {h}, last position attends to: {cells}")
     print(f"top {len(top)} next tokens:")
     for tok, prob in top:
-        print(f"  {tok!r:>16}  {prob:.4f}")
+        print(f"  {tok!r:>16}  " + (f"{prob:.4f}" if prob is not None else "nan"))
     if ex is not None:
         from model.explain.report import format_explanation
 
         print(format_explanation(*ex, tokens, name))
-    return 0
 
 
 def _explain(args, ckpt, tr):

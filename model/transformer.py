@@ -24,6 +24,7 @@ local attention windows (GPT-Neo's local layers).
 from __future__ import annotations
 
 import math
+from collections.abc import Sized
 from typing import Sequence
 
 import numpy as np
@@ -215,6 +216,33 @@ class Block(nn.Module):
                 resid_post=resid_post,
             )
         return resid_post
+
+
+def _one_sequence(token_ids) -> np.ndarray:
+    """``token_ids`` as a 1-D int64 array (a (1, T) batch as its one row).
+
+    Raises
+    ------
+    ValueError
+        For anything that is not one sequence of integers (see :meth:`GPT.trace`).
+    """
+    if isinstance(token_ids, torch.Tensor):
+        token_ids = token_ids.detach().cpu().numpy()
+    try:
+        ids = np.asarray(token_ids)
+    except ValueError:  # ragged: numpy refuses lists of different lengths
+        raise ValueError("trace() takes one sequence of token ids; got a nested list of different lengths") from None
+    if ids.ndim == 2 and ids.shape[0] == 1:
+        ids = ids[0]
+    if ids.ndim != 1:
+        what = (f"a batch of {ids.shape[0]} sequences, shape {tuple(ids.shape)}: trace each on its own"
+                if ids.ndim == 2 else f"an array of shape {tuple(ids.shape)}")
+        raise ValueError(f"trace() takes one sequence of token ids (shape (T,) or (1, T)); got {what}")
+    if ids.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if ids.dtype.kind not in "iu":
+        raise ValueError(f"token ids must be integers; got values of type {ids.dtype}")
+    return ids.astype(np.int64, copy=False)
 
 
 class GPT(nn.Module):
@@ -417,18 +445,20 @@ class GPT(nn.Module):
         Raises
         ------
         ValueError
-            When an id is outside [0, vocab_size), or ``interventions`` names a head outside the
-            model or has a key mask of another size.
+            When an id is outside [0, vocab_size), ``interventions`` names a head outside the
+            model or has a key mask of another size, or the input is not one sequence of
+            integers: a batch of several sequences (shape (B, T) with B > 1; a (1, T) batch is
+            taken as its one row), a single number, a nested or ragged list, floats, booleans or
+            strings.
         """
         n_ctx = self.config.context_length
         skipped = 0
-        if isinstance(token_ids, (list, tuple)) and len(token_ids) > n_ctx:
+        flat = isinstance(token_ids, (list, tuple)) and not (token_ids and isinstance(token_ids[0], Sized))
+        if flat and len(token_ids) > n_ctx:
             # Crop before converting: a pasted book is 10^5 ids, of which n_ctx are run.
             skipped = len(token_ids) - n_ctx
             token_ids = token_ids[skipped:]
-        if isinstance(token_ids, torch.Tensor):
-            token_ids = token_ids.detach().cpu()
-        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
+        ids = _one_sequence(token_ids)
         dropped = max(0, ids.size - n_ctx)
         ids = np.ascontiguousarray(ids[dropped:])  # checked in numpy: cheaper than in torch
         dropped += skipped

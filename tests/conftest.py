@@ -3,9 +3,20 @@
 QT_QPA_PLATFORM is set here, before anything imports Qt, so widget tests run without a display.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# No test reaches the network: huggingface_hub works in offline mode from a cache of its own that
+# the tests lay out (tests/hub_cache.py), never the user's. The library reads these settings when it
+# is first imported, so they are set here, before any test module is.
+_HF_HOME = tempfile.mkdtemp(prefix="te-tests-hf-home-")
+atexit.register(shutil.rmtree, _HF_HOME, True)
+os.environ.update(HF_HOME=_HF_HOME, HF_HUB_CACHE=os.path.join(_HF_HOME, "hub"), HF_HUB_OFFLINE="1",
+                  HF_HUB_DISABLE_TELEMETRY="1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402  (torch before any QApplication exists)
@@ -31,6 +42,15 @@ def dialogs(monkeypatch):
     from explorer_helpers import DialogRecorder
 
     return DialogRecorder().install(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def hub_cache() -> Path:
+    """The tests' Hugging Face Hub cache (HF_HUB_CACHE), with the fixture repositories of
+    :data:`hub_cache.REPOS` laid out in it as huggingface_hub lays out its own."""
+    from hub_cache import add_fixture_repos
+
+    return add_fixture_repos(Path(os.environ["HF_HUB_CACHE"]))
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,12 @@ class DialogRecorder:
         self.errors: list[tuple[str, str]] = []
         self.infos: list[tuple[str, str]] = []
         self.files: list[str] = []  # answers for open_file / save_file / open_folder, first in first out
+        self.texts: list[str] = []  # answers for ask_text, first in first out (None when empty: cancelled)
+        self.asked: list[tuple[str, str, str]] = []  # ask_text's (title, label, proposed text)
+        self.confirms: list[tuple[str, str]] = []
+        self.confirm_answer = True
+        self.progress: list["FakeProgress"] = []
+        self.cancel_after: int | None = None  # the progress dialog's Cancel is pressed after this many updates
 
     def install(self, monkeypatch) -> "DialogRecorder":
         from explorer.qt import dialogs
@@ -24,7 +30,51 @@ class DialogRecorder:
         monkeypatch.setattr(dialogs, "open_folder", lambda *a, **k: self.files.pop(0) if self.files else None)
         monkeypatch.setattr(dialogs, "ask_choice", lambda *a, **k: None)
         monkeypatch.setattr(dialogs, "ask_int", lambda *a, **k: None)
+        monkeypatch.setattr(dialogs, "ask_text", self._ask_text)
+        monkeypatch.setattr(dialogs, "confirm", self._confirm)
+        monkeypatch.setattr(dialogs, "progress", self._progress)
         return self
+
+    def _ask_text(self, _parent, title, label, text="") -> str | None:
+        self.asked.append((title, label, text))
+        return self.texts.pop(0) if self.texts else None
+
+    def _confirm(self, _parent, title, text) -> bool:
+        self.confirms.append((title, text))
+        return self.confirm_answer
+
+    def _progress(self, _parent, title, text, maximum) -> "FakeProgress":
+        self.progress.append(FakeProgress(title, text, maximum, self.cancel_after))
+        return self.progress[-1]
+
+
+class FakeProgress:
+    """Stands in for dialogs.Progress: records what is shown; "presses" Cancel after n updates."""
+
+    def __init__(self, title: str, text: str, maximum: int, cancel_after: int | None) -> None:
+        self.title, self.text, self.maximum = title, text, maximum
+        self.values: list[int] = []
+        self.texts: list[str] = [text]
+        self.updates = 0  # set_value and set_text calls
+        self.cancel_after = cancel_after
+        self.closed = False
+
+    def set_value(self, value: int) -> None:
+        self.values.append(value)
+        self.updates += 1
+
+    def set_maximum(self, maximum: int) -> None:
+        self.maximum = maximum
+
+    def set_text(self, text: str) -> None:
+        self.texts.append(text)
+        self.updates += 1
+
+    def cancelled(self) -> bool:
+        return self.cancel_after is not None and self.updates >= self.cancel_after
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def make_window(qtbot, tmp_path, checkpoint, compute_mode: str = "sync"):

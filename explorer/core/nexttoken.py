@@ -25,12 +25,15 @@ def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
     Raises
     ------
     ValueError
-        When temperature is negative or not finite.
+        When temperature is negative or not finite, or a logit is not a finite number (NaN or
+        inf: there are then no probabilities to give, and 0 bits of entropy would be a lie).
     """
     t = float(temperature)
     if not np.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     z = np.asarray(logits, dtype=np.float64)
+    if not np.isfinite(z).all():
+        raise ValueError(f"{int(np.count_nonzero(~np.isfinite(z)))} of {z.size} logits are not numbers (NaN or inf)")
     if t == 0.0:
         out = np.zeros_like(z)
         if z.size:
@@ -80,7 +83,7 @@ def top_k(logits: np.ndarray, k: int, temperature: float = 1.0) -> TopK:
     Raises
     ------
     ValueError
-        For a negative temperature.
+        For a negative temperature, or logits that are not all finite numbers.
     """
     probs = apply_temperature(logits, temperature)
     k = max(1, min(int(k), probs.shape[0])) if probs.size else 0

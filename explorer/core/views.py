@@ -161,13 +161,16 @@ def qkv_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
 
 
 def attention_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray]:
-    """One head's attention: ``scores`` (T, T) with masked cells NaN, ``weights`` (T, T) in [0, 1].
+    """One head's attention: ``scores`` (T, T) with masked cells NaN, ``weights`` (T, T) in [0, 1],
+    and ``masked`` (T, T) bool, True where the key is masked (-inf before the softmax).
 
     ``scores[i, j]`` = q_i . k_j / sqrt(d_head) (scaled dot-product attention, Vaswani et al. 2017,
     eq. 1) before the softmax; ``weights`` is its row-wise softmax. Row i is query i, column j key j.
+    Any other non-finite score (an overflow) is NaN in ``scores`` too, but not ``masked``.
     """
     lt = trace.blocks[layer]
-    return {"scores": masked_as_nan(lt.attn_scores[head]), "weights": lt.attn_weights[head]}
+    raw = lt.attn_scores[head]
+    return {"scores": masked_as_nan(raw), "weights": lt.attn_weights[head], "masked": np.isneginf(raw)}
 
 
 def clamp(value: int, lo: int, hi: int) -> int:

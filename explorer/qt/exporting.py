@@ -10,8 +10,10 @@ from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QMenu, QWidget
 
-from explorer.core.export import write_attention_csv, write_trace_npz
+from explorer.core.export import attention_csv_bytes, attention_csv_rows, write_attention_csv, write_trace_npz
 from explorer.qt import dialogs
+from explorer.qt.background import run_with_progress
+from explorer.qt.stored import read_folder
 
 
 def export_png(widget: QWidget, path: str | os.PathLike) -> None:
@@ -51,10 +53,16 @@ def export_svg(widget: QWidget, path: str | os.PathLike, title: str = "") -> Non
         raise OSError(f"could not write {path}")
 
 
+CONFIRM_BYTES = 50_000_000  # a larger export asks first, saying its size
+
+
 class ExportMenu:
     """Fills the File ▸ Export menu of a main window and runs its four exports.
 
     Every file name is asked through :mod:`explorer.qt.dialogs`; every failure is shown there too.
+    The trace exports say their size first (in the file dialog's title; above
+    :data:`CONFIRM_BYTES` they ask) and are written on a worker thread, with a progress dialog
+    and Cancel; a cancelled export leaves no file.
     """
 
     def __init__(self, window, menu: QMenu) -> None:
@@ -75,7 +83,7 @@ class ExportMenu:
         self.actions["svg"].setText(f"Panel “{title}” as &SVG…")
 
     def _ask(self, title: str, suffix: str, filter: str) -> str | None:
-        start = Path(str(self.window.settings.value("last_export_dir", str(Path.home()))))
+        start = Path(read_folder(self.window.settings, "last_export_dir", str(Path.home())))
         name = f"{self.window.current_panel()}{suffix}" if suffix in (".png", ".svg") else f"trace{suffix}"
         path = dialogs.save_file(self.window, title, str(start / name), filter)
         if path:
@@ -110,16 +118,46 @@ class ExportMenu:
             self._run("the panel", lambda: export_svg(self.window.panels[name], path, name))
 
     def _on_npz(self) -> None:
-        self._export_trace("Export Trace", ".npz", "NumPy archives (*.npz)", "the trace", write_trace_npz)
+        if self._needs_trace():
+            s = self.window.session
+            size = sum(a.nbytes for _, a in s.trace.named())
+            self._export_trace("Export Trace", ".npz", "NumPy archives (*.npz)", "the trace",
+                               f"every tensor of the trace, {_megabytes(size)}", size, write_trace_npz)
 
     def _on_csv(self) -> None:
-        self._export_trace("Export Attention Weights", ".csv", "CSV files (*.csv)", "the attention weights",
-                           write_attention_csv)
-
-    def _export_trace(self, title: str, suffix: str, filter: str, what: str, write) -> None:
-        """Ask for a file and ``write(path, trace, tokens)`` the current trace to it."""
         if self._needs_trace():
-            path = self._ask(title, suffix, filter)
-            s = self.window.session
-            if path:
-                self._run(what, lambda: write(path, s.trace, s.tokens))
+            trace = self.window.session.trace
+            rows, size = attention_csv_rows(trace), attention_csv_bytes(trace, self.window.session.tokens)
+            self._export_trace("Export Attention Weights", ".csv", "CSV files (*.csv)", "the attention weights",
+                               f"{rows:,} rows, {_megabytes(size)}", size, write_attention_csv)
+
+    def _export_trace(self, title: str, suffix: str, filter: str, what: str, size_text: str, size: int,
+                      write) -> None:
+        """Say the size (ask first when it is large), ask for a file, and ``write(path, trace, tokens,
+        progress)`` the current trace on a worker thread with a progress dialog and Cancel."""
+        s = self.window.session
+        trace, tokens = s.trace, s.tokens  # this trace, whatever is typed meanwhile
+        if size > CONFIRM_BYTES and not dialogs.confirm(
+                self.window, title, f"Exporting {what} writes {size_text}. Go on?"):
+            return
+        path = self._ask(f"{title} ({size_text})", suffix, filter)
+        if not path:
+            return
+        bar = self.window.statusBar()
+        try:
+            done = run_with_progress(self.window, title, f"Writing {what} ({size_text}) to {Path(path).name}…",
+                                     lambda progress: write(path, trace, tokens, progress))
+        except OSError as exc:  # the message names the chosen file
+            dialogs.error(self.window, f"Could not export {what}", str(exc))
+            return
+        if done:
+            bar.showMessage(f"Wrote {what} to {path} ({size_text}).", 8000)
+        else:
+            bar.showMessage(f"Export cancelled: {Path(path).name} was not written.", 8000)
+
+
+def _megabytes(n: int) -> str:
+    """``"0.04 MB"``, ``"312 MB"``, ``"6.1 GB"``: a size in decimal units."""
+    if n >= 10**9:
+        return f"{n / 1e9:.1f} GB"
+    return f"{n / 1e6:.2f} MB" if n < 10**7 else f"{n / 1e6:,.0f} MB"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QRect, QSize, Qt
+from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtWidgets import QLayout, QLayoutItem, QWidget
 
 
@@ -20,9 +20,13 @@ class FlowLayout(QLayout):
         self._items: list[QLayoutItem] = []
         self._gap = spacing
         self._height_for_width: dict[int, int] = {}  # Qt asks several times per layout pass
+        self._minimum: QSize | None = None  # likewise (each answer visits every item: 1,056 chips)
+        self._shown: list | None = None  # see _hints
+        self._placed: dict[int, tuple[int, int, int, int]] = {}  # id(item) -> geometry last set
 
     def addItem(self, item: QLayoutItem) -> None:  # noqa: N802 (Qt naming)
         self._items.append(item)
+        self._forget()
 
     def count(self) -> int:
         return len(self._items)
@@ -31,7 +35,11 @@ class FlowLayout(QLayout):
         return self._items[index] if 0 <= index < len(self._items) else None
 
     def takeAt(self, index: int):  # noqa: N802
-        return self._items.pop(index) if 0 <= index < len(self._items) else None
+        self._forget()
+        if not 0 <= index < len(self._items):
+            return None
+        self._placed.pop(id(self._items[index]), None)
+        return self._items.pop(index)
 
     def expandingDirections(self) -> Qt.Orientation:  # noqa: N802
         return Qt.Orientation(0)
@@ -45,9 +53,14 @@ class FlowLayout(QLayout):
         return self._height_for_width[width]
 
     def invalidate(self) -> None:
-        """Forget cached heights (items changed), then let Qt re-lay out."""
-        self._height_for_width.clear()
+        """Forget cached sizes (items changed), then let Qt re-lay out."""
+        self._forget()
         super().invalidate()
+
+    def _forget(self) -> None:
+        self._height_for_width.clear()
+        self._minimum = None
+        self._shown = None
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802
         super().setGeometry(rect)
@@ -57,26 +70,39 @@ class FlowLayout(QLayout):
         return self.minimumSize()
 
     def minimumSize(self) -> QSize:  # noqa: N802
-        size = QSize()
-        for item in self._items:
-            size = size.expandedTo(item.minimumSize())
-        m = self.contentsMargins()
-        return size + QSize(m.left() + m.right(), m.top() + m.bottom())
+        if self._minimum is None:
+            size = QSize()
+            for item in self._items:
+                size = size.expandedTo(item.minimumSize())
+            m = self.contentsMargins()
+            self._minimum = size + QSize(m.left() + m.right(), m.top() + m.bottom())
+        return QSize(self._minimum)
+
+    def _hints(self) -> list[tuple[QLayoutItem, int, int]]:
+        """(item, width, height) of every shown item, read once per change of the items: a layout
+        pass measures and places them several times (heightForWidth, then setGeometry)."""
+        if self._shown is None:
+            self._shown = []
+            for item in self._items:
+                widget = item.widget()
+                if widget is None or not widget.isHidden():
+                    hint = item.sizeHint()
+                    self._shown.append((item, hint.width(), hint.height()))
+        return self._shown
 
     def _arrange(self, rect: QRect, move: bool) -> int:
         """Place (or only measure) the items; returns the height used."""
         m = self.contentsMargins()
         area = rect.adjusted(m.left(), m.top(), -m.right(), -m.bottom())
-        x, y, line = area.x(), area.y(), 0
-        for item in self._items:
-            widget = item.widget()
-            if widget is not None and widget.isHidden():
-                continue
-            hint = item.sizeHint()
-            if x + hint.width() > area.right() + 1 and line > 0:
-                x, y, line = area.x(), y + line + self._gap, 0
-            if move:
-                item.setGeometry(QRect(QPoint(x, y), hint))
-            x += hint.width() + self._gap
-            line = max(line, hint.height())
+        left, right, gap = area.x(), area.right() + 1, self._gap
+        x, y, line = left, area.y(), 0
+        placed = self._placed if move else None
+        for item, w, h in self._hints():
+            if x + w > right and line > 0:
+                x, y, line = left, y + line + gap, 0
+            if placed is not None and placed.get(id(item)) != (x, y, w, h):
+                placed[id(item)] = (x, y, w, h)  # an item already there is not moved again
+                item.setGeometry(QRect(x, y, w, h))
+            x += w + gap
+            line = max(line, h)
         return y + line - rect.y() + m.bottom()

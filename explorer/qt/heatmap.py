@@ -20,6 +20,7 @@ from explorer.qt.plot_items import LabelAxis, MatrixImage, use_shrinking_title
 
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
 MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
+NOTE_STYLE = "QLabel { color:#a00000; }"
 SEQUENTIAL = "viridis"  # for values in a natural range such as attention weights 0..1
 BAR_AXIS_PX = 45  # pyqtgraph's fixed width of a colour bar's axis, widened when labels need it
 
@@ -130,10 +131,16 @@ class Heatmap(QWidget):
         self.plot.addItem(self._selection)
         self.readout = QLabel(" ")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.faults: np.ndarray | None = None  # (rows, cols) True where a value is not a number
+        self.note = QLabel()  # says how many cells are not numbers, while some are
+        self.note.setStyleSheet(NOTE_STYLE)
+        self.note.setWordWrap(True)
+        self.note.setVisible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.note)
         layout.addWidget(self.readout)
         self.graphics.scene().sigMouseMoved.connect(self._on_scene_moved)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_clicked)
@@ -160,12 +167,17 @@ class Heatmap(QWidget):
         p.getAxis(col_axis).setStyle(hideOverlappingLabels=40)
 
     def set_data(self, data: np.ndarray, levels: tuple[float, float], row_labels: Sequence[str] | None = (),
-                 col_labels: Sequence[str] | None = None) -> None:
+                 col_labels: Sequence[str] | None = None, blank: np.ndarray | bool | None = None) -> None:
         """Show ``data`` (rows, cols) with fixed colour ``levels`` (lo < hi); NaN cells are blank.
 
         ``row_labels`` / ``col_labels`` None label rows / columns with their index (dimensions).
+        ``blank`` says which cells are blank by design (masked scores, gaps): a (rows, cols) bool
+        array, False for none, or None for "every NaN cell" (arrays that mark blanks with NaN).
+        Every other cell that is not a finite number (NaN or inf from an overflowing model) is
+        never drawn as a value: it is left blank, a note under the map counts such cells, and
+        hovering one says so.
         """
-        data = np.asarray(data, dtype=np.float32)
+        data = self._check_finite(np.asarray(data, dtype=np.float32), blank)
         levels = (float(levels[0]), float(levels[1]))
         # The same picture again (p_i while typing at the end, a selection change) is not redrawn.
         unchanged = (data is not self.data and self.image.image is not None and levels == self.levels
@@ -191,6 +203,22 @@ class Heatmap(QWidget):
             self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         self._update_ticks()
         settle_view(self.plot.getViewBox())
+
+    def _check_finite(self, data: np.ndarray, blank) -> np.ndarray:
+        """``data`` with every non-finite value as NaN (blank); sets ``faults`` and the note."""
+        finite = np.isfinite(data)
+        if finite.all():
+            self.faults = None
+            self.note.setVisible(False)
+            return data
+        intended = np.isnan(data) if blank is None else np.broadcast_to(np.asarray(blank, dtype=bool), data.shape)
+        faults = ~finite & ~intended
+        self.faults = faults if faults.any() else None
+        if self.faults is not None:
+            n = int(np.count_nonzero(faults))
+            self.note.setText(f"{n:,} of {data.size:,} values here are not numbers (NaN or inf): left blank")
+        self.note.setVisible(self.faults is not None)
+        return np.where(finite, data, np.float32(np.nan))  # an infinity is not drawn as the end colour
 
     def set_bar_levels(self, levels: tuple[float, float]) -> None:
         """Show ``levels`` on the colour bar (and fit its axis) if they changed.
@@ -274,11 +302,12 @@ class Heatmap(QWidget):
     def describe_cell(self, row: int, col: int) -> str:
         """The readout text for one cell: labels and the exact value."""
         value = float(self.data[row, col])
-        if self.describe is not None:
+        fault = self.faults is not None and bool(self.faults[row, col])
+        if self.describe is not None and not fault:
             return self.describe(row, col, value)
         r = self.row_labels[row] if self.row_labels and row < len(self.row_labels) else f"row {row}"
         c = self.col_labels[col] if self.col_labels and col < len(self.col_labels) else f"dim {col}"
-        shown = "masked" if math.isnan(value) else f"{value:.6g}"
+        shown = "not a number (NaN or inf)" if fault else "masked" if math.isnan(value) else f"{value:.6g}"
         return f"{r}  ·  {c}  =  {shown}"
 
     def _on_scene_moved(self, pos) -> None:

@@ -5,18 +5,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
 
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
 from explorer.qt import dialogs
 from explorer.qt.exporting import ExportMenu
+from explorer.qt.hub_opening import ask_repo
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
+from explorer.qt.stored import read_bytes, read_folder, read_str_list
 from model import Checkpoint
 from model.checkpoint import CheckpointError
+from model.formats.hub import is_hub_spec
 
 APP_NAME = "Transformer Explorer"
 MAX_RECENT = 8
@@ -128,6 +131,7 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         self._action(file_menu, "&Open Checkpoint…", self._on_open_triggered, QKeySequence.StandardKey.Open)
         self._action(file_menu, "Open &Folder…", self._on_open_folder_triggered, QKeySequence("Ctrl+Shift+O"))
+        self._action(file_menu, "Open from Hugging Face &Hub…", self._on_open_hub_triggered)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
@@ -159,7 +163,9 @@ class MainWindow(QMainWindow):
 
         Parameters
         ----------
-        path : path-like
+        path : path-like or str
+            A file or folder, or ``hf:REPO_ID[@REVISION]`` for a model on the Hugging Face Hub
+            (fetched off the GUI thread, with a progress dialog and Cancel).
         answers : Answers, optional
             Answers given up front (``--n-heads``, ``--vocab``), never asked.
 
@@ -168,12 +174,13 @@ class MainWindow(QMainWindow):
         bool
             True when the file was loaded.
         """
-        path = Path(path)
+        path = path.strip() if is_hub_spec(path) else Path(path)
         opener = CheckpointOpener(self, self.settings)
         checkpoint = opener.open(path, answers)
         if checkpoint is None:
             if opener.cancelled:
-                self.statusBar().showMessage(f"Opening {path.name} was cancelled; the current model stays.", 8000)
+                name = path if isinstance(path, str) else path.name
+                self.statusBar().showMessage(f"Opening {name} was cancelled; the current model stays.", 8000)
             return False
         self.model_note = ""
         self.set_checkpoint(checkpoint)
@@ -196,12 +203,23 @@ class MainWindow(QMainWindow):
         self._update_status()
 
     def reload(self) -> None:
-        """Load the current checkpoint's file again (F5)."""
-        ckpt = self.session.checkpoint
-        if ckpt is not None and ckpt.path is not None:
-            self.open_checkpoint(ckpt.path)
+        """Load the current checkpoint's file again (F5), or its repository for a Hub model, keeping the
+        selected layer and head (clamped to the file's model) and the selected position while the text
+        still has it."""
+        s = self.session
+        ckpt, kept = s.checkpoint, (s.layer, s.head, s.position)
+        if ckpt is not None and (ckpt.origin or ckpt.path) is not None:
+            if not self.open_checkpoint(ckpt.origin or ckpt.path):
+                return
         elif ckpt is None or self.model_note:
             self.open_default()
+        else:
+            return
+        layer, head, position = kept
+        s.set_layer(layer)
+        s.set_head(head)
+        if position is not None and position < min(len(s.encoding), s.config.context_length):
+            s.set_position(position)
 
     def save_checkpoint_as(self, path: str | os.PathLike) -> bool:
         """Write the current model as our .safetensors (weights, config, tokenizer) and open that file.
@@ -214,13 +232,13 @@ class MainWindow(QMainWindow):
     def _on_save_as_triggered(self) -> None:
         ckpt = self.session.checkpoint
         if ckpt is not None:
-            start = default_save_path(ckpt, Path(str(self.settings.value("last_dir", str(ASSETS)))))
+            start = default_save_path(ckpt, Path(read_folder(self.settings, "last_dir", str(ASSETS))))
             path = dialogs.save_file(self, "Save Model As", str(start), SAVE_FILTER)
             if path:
                 self.save_checkpoint_as(Path(path) if Path(path).suffix else Path(path + ".safetensors"))
 
     def _on_open_triggered(self) -> None:
-        start = str(self.settings.value("last_dir", str(ASSETS)))
+        start = read_folder(self.settings, "last_dir", str(ASSETS))
         path = dialogs.open_file(self, "Open Checkpoint", start)
         if path:
             self.settings.setValue("last_dir", str(Path(path).parent))
@@ -228,25 +246,31 @@ class MainWindow(QMainWindow):
 
     def _on_open_folder_triggered(self) -> None:
         """File ▸ Open Folder: a model kept as a folder (llama2.c's out/, a Hugging Face model)."""
-        start = str(self.settings.value("last_dir", str(ASSETS)))
+        start = read_folder(self.settings, "last_dir", str(ASSETS))
         path = dialogs.open_folder(self, "Open Folder", start)
         if path:
             self.settings.setValue("last_dir", str(Path(path).parent))
             self.open_checkpoint(path)
 
+    def _on_open_hub_triggered(self) -> None:
+        """File ▸ Open from Hugging Face Hub: a repository id, fetched into the Hub's cache."""
+        spec = ask_repo(self, self.settings)
+        if spec:
+            self.open_checkpoint(spec)
+
     # ---- recent files --------------------------------------------------------------------------------
     def recent_files(self) -> list[str]:
-        """Recently opened files and folders that still exist, newest first (missing ones are pruned
-        from settings)."""
-        value = self.settings.value("recent_files", []) or []
-        files = [value] if isinstance(value, str) else list(value)
-        existing = [f for f in files if Path(f).exists()]
-        if existing != files:
+        """Recently opened files and folders that still exist, and Hub models (``hf:REPO_ID``), newest
+        first (missing files are pruned from settings)."""
+        files = read_str_list(self.settings, "recent_files", MAX_RECENT)
+        existing = [f for f in files if is_hub_spec(f) or Path(f).exists()]
+        raw = self.settings.value("recent_files")
+        if existing != files or not isinstance(raw, (list, str, type(None))):  # pruned, or damaged
             self.settings.setValue("recent_files", existing)
         return existing
 
-    def _add_recent(self, path: Path) -> None:
-        path_s = str(path.resolve())
+    def _add_recent(self, path: Path | str) -> None:
+        path_s = path if isinstance(path, str) else str(path.resolve())
         files = [path_s] + [f for f in self.recent_files() if f != path_s]
         self.settings.setValue("recent_files", files[:MAX_RECENT])
 
@@ -258,8 +282,8 @@ class MainWindow(QMainWindow):
         self.recent_menu.setEnabled(bool(files))
 
     def open_recent(self, path: str) -> bool:
-        """Open a recent file or folder; one that has vanished is reported and pruned."""
-        if not Path(path).exists():
+        """Open a recent file, folder or Hub model; a file that has vanished is reported and pruned."""
+        if not is_hub_spec(path) and not Path(path).exists():
             dialogs.error(self, "Could not open checkpoint", f"{Path(path).name}: the file no longer exists")
             self.recent_files()
             return False
@@ -292,11 +316,15 @@ class MainWindow(QMainWindow):
         parts = [s.checkpoint.name if not self.model_note else "random model",
                  f"{n}/{s.config.context_length} tokens",
                  f"model {s.last_model_ms:.1f} ms, drawing {s.last_draw_ms:.1f} ms"]
+        bad = s.trace.nonfinite if s.trace is not None else None
+        if bad is not None:  # first after the model, so that it is never cut off
+            parts.insert(1, f"⚠ {bad}")
         if s.error:
             parts.append(f"error: {s.error}")
         elif self.model_note:
             parts.append(self.model_note)
         self.status.setText("  ·  ".join(parts))
+        self.status.setStyleSheet("QLabel { color:#a00000; }" if bad is not None or s.error else "")
 
     def current_panel(self) -> str:
         """Name of the panel the user last worked in (for Export ▸ Panel)."""
@@ -323,13 +351,11 @@ class MainWindow(QMainWindow):
 
     # ---- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
-        geometry = self.settings.value("window/geometry")
-        state = self.settings.value("window/state")
-        if isinstance(geometry, QByteArray):  # anything else (a damaged file) is ignored
-            self.restoreGeometry(geometry)
-        else:
+        geometry = read_bytes(self.settings, "window/geometry")  # None for anything else
+        state = read_bytes(self.settings, "window/state")
+        if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1400, 900)
-        if isinstance(state, QByteArray) and self.restoreState(state):
+        if state is not None and self.restoreState(state):
             self._sizes_pending = False  # the user's own proportions
         for panel in self.panels.values():
             if hasattr(panel, "restore_settings"):
@@ -345,6 +371,8 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        """Save the settings and close at once: a running trace (seconds for a GPT-2-sized model)
+        finishes in the background; the app waits for it only after the window is gone."""
         self.save_settings()
-        self.session.shutdown()
+        self.session.shutdown(wait=False)
         super().closeEvent(event)

@@ -7,6 +7,8 @@ llama2.c ``model.bin`` without its ``tokenizer.bin``). A path may be a file or a
 :class:`CheckpointOpener` asks (through :mod:`explorer.qt.dialogs`), loads again with every answer
 so far, and remembers the answers per file in QSettings, so that Open Recent, Reload and drag and
 drop open the same file again without asking. Cancelling any question keeps the current model.
+``hf:REPO_ID[@REVISION]`` is a model on the Hugging Face Hub: fetched off the GUI thread
+(:mod:`explorer.qt.hub_opening`), then opened from its snapshot folder in the Hub's cache.
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QWidget
 
 from explorer.qt import dialogs
+from explorer.qt.hub_opening import fetch_in_background
+from explorer.qt.stored import read_bool, read_int, read_str
 from model import Checkpoint
-from model.checkpoint import CheckpointError, NeedsInput, load_any, save_as
+from model.checkpoint import CheckpointError, NeedsInput, load_any, load_snapshot, save_as
+from model.formats.hub import HubError, is_hub_spec, parse_hub_spec
 from model.plain import clip, readable
 
 MAX_ROUNDS = 8  # questions per opening; each answer removes one, so this is never reached
@@ -31,6 +37,7 @@ VOCAB_FILTER = ("Vocabularies (*.pkl *.json *.bin);;nanoGPT meta.pkl (meta.pkl *
                 "Vocabulary JSON / tokenizer.json (*.json);;llama2.c tokenizer.bin (*.bin);;All files (*)")
 VOCAB_CHOICES = ["Choose a vocabulary file…", "Choose GPT-2's folder…", "Open without a vocabulary"]
 ERROR_TITLE = "Could not open checkpoint"
+MAX_HEADS = 4096  # a remembered number of heads above this is damage, not an answer
 SAVE_FILTER = "Transformer Explorer checkpoints (*.safetensors);;All files (*)"
 SAVE_ERROR_TITLE = "Could not save the model"
 log = logging.getLogger(__name__)
@@ -53,10 +60,9 @@ def settings_key(path: Path) -> str:
 def recall(settings: QSettings, path: Path) -> Answers:
     """The answers remembered for ``path`` (empty when none)."""
     key = settings_key(path)
-    heads = str(settings.value(f"{key}/n_heads", "") or "")
-    vocab = str(settings.value(f"{key}/vocab_path", "") or "")
-    no_vocab = str(settings.value(f"{key}/no_vocab", "false")).lower() == "true"
-    return Answers(int(heads) if heads.isdigit() else None, vocab or None, no_vocab)
+    heads = read_int(settings, f"{key}/n_heads", 0, 1, MAX_HEADS)
+    vocab = read_str(settings, f"{key}/vocab_path")
+    return Answers(heads or None, vocab or None, read_bool(settings, f"{key}/no_vocab", False))
 
 
 def remember(settings: QSettings, path: Path, answers: Answers) -> None:
@@ -100,30 +106,44 @@ class CheckpointOpener:
 
         Parameters
         ----------
-        path : path-like
+        path : path-like or str
+            A file or folder, or ``hf:REPO_ID[@REVISION]`` (fetched with a progress dialog and Cancel).
         given : Answers, optional
             Answers supplied up front (command-line options); used as they are, never asked.
         """
-        path = Path(path)
         self.cancelled = False
         try:
-            checkpoint = self._open(path, given)
+            if is_hub_spec(path):
+                return self._open_hub(str(path), given)
+            return self._open(Path(path), given, load_any)
         except Exception as exc:  # noqa: BLE001 - the app's boundary: one dialog, the current model stays
             log.exception("opening %s failed", path)  # the traceback, for whoever runs the app from a terminal
-            dialogs.error(self.parent, ERROR_TITLE, f"{readable(path.name)}: cannot be opened "
-                                                    f"({type(exc).__name__}: {clip(str(exc))})")
+            name = readable(str(path) if is_hub_spec(path) else Path(path).name)
+            dialogs.error(self.parent, ERROR_TITLE, f"{name}: cannot be opened ({type(exc).__name__}: {clip(str(exc))})")
             return None
-        return checkpoint
 
-    def _open(self, path: Path, given: Answers | None) -> Checkpoint | None:
-        """:meth:`open` without its last line of defence."""
+    def _open_hub(self, spec: str, given: Answers | None) -> Checkpoint | None:
+        """Fetch a Hub model off the GUI thread, then open its snapshot folder, named after the repository."""
+        try:
+            ref = parse_hub_spec(spec)  # a bad repository id is refused before anything is fetched
+            folder = fetch_in_background(self.parent, ref)
+        except HubError as exc:
+            dialogs.error(self.parent, ERROR_TITLE, str(exc))
+            return None
+        if folder is None:
+            self.cancelled = True
+            return None
+        return self._open(folder, given, partial(load_snapshot, ref))
+
+    def _open(self, path: Path, given: Answers | None, load) -> Checkpoint | None:
+        """:meth:`open` for a file or folder, loaded with ``load`` (:func:`load_any`'s signature)."""
         answers = dataclasses.replace(given) if given is not None else Answers()
         memory = recall(self.settings, path)
         answered: dict[str, str] = {}  # kind -> "user" or "memory", for this opening's questions
         for _ in range(MAX_ROUNDS):
             try:
-                checkpoint = load_any(path, answers.n_heads, vocab_path=answers.vocab_path,
-                                      allow_no_tokenizer=answers.no_vocab)
+                checkpoint = load(path, answers.n_heads, vocab_path=answers.vocab_path,
+                                  allow_no_tokenizer=answers.no_vocab)
             except NeedsInput as exc:
                 if not self._answer(exc, answers, memory, answered):
                     self.cancelled = True
@@ -156,7 +176,7 @@ class CheckpointOpener:
                 checkpoint.tokenizer.encode("once upon a time")
         except Exception as exc:  # noqa: BLE001 - a model that loads but cannot run must not replace the current one
             log.exception("the model of %s does not run", checkpoint.path)
-            name = readable(checkpoint.path.name) if checkpoint.path is not None else "the model"
+            name = checkpoint.origin or (readable(checkpoint.path.name) if checkpoint.path is not None else "the model")
             dialogs.error(self.parent, ERROR_TITLE, f"{name}: the model was read but does not run "
                                                     f"({type(exc).__name__}: {clip(str(exc))})")
             return False
@@ -212,7 +232,10 @@ class CheckpointOpener:
 
 
 def default_save_path(checkpoint: Checkpoint, fallback_dir: Path) -> Path:
-    """Where Save As proposes to write: the file's stem + ``.safetensors`` beside it."""
+    """Where Save As proposes to write: the file's stem + ``.safetensors`` beside it; for a Hub model
+    the repository's name in ``fallback_dir`` (never inside the Hub's cache)."""
+    if checkpoint.origin is not None and is_hub_spec(checkpoint.origin):
+        return fallback_dir / f"{parse_hub_spec(checkpoint.origin).repo_id.split('/')[-1]}.safetensors"
     if checkpoint.path is None:
         return fallback_dir / "model.safetensors"
     return checkpoint.path.resolve().with_suffix(".safetensors")

@@ -51,6 +51,7 @@ def _run(request: _Request) -> tuple[Trace | None, Exception | None, float]:
             positional_encoding=request.positional_encoding,
             causal=request.causal,
         )
+        trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached)
         return trace, None, (time.perf_counter() - t0) * 1e3
     except Exception as exc:  # shown in the status bar; the app keeps running
         return None, exc, (time.perf_counter() - t0) * 1e3
@@ -193,9 +194,11 @@ class Session(QObject):
         self._set_selection("_head", max(0, min(int(head), n - 1)))
 
     def set_position(self, position: int | None) -> None:
-        """Select a query row (clamped to the trace), or None for "the last row"."""
+        """Select a query row (clamped to the trace, or while it is computed to the tokens it will
+        have), or None for "the last row"."""
         if position is not None:
-            n = self._trace.n_tokens if self._trace is not None else 0
+            n = self._trace.n_tokens if self._trace is not None else min(
+                len(self._encoding), self.config.context_length if self.config else 0)
             position = None if n == 0 else max(0, min(int(position), n - 1))
         self._set_selection("_position", position)
 
@@ -226,11 +229,16 @@ class Session(QObject):
         self._unpaced_draw_ms = 0.0  # a later batch (a selection change) is counted on its own
         self.sig_timing_changed.emit()
 
-    def shutdown(self, timeout_ms: int = 30000) -> None:
-        """Drop queued work and wait for a running trace to finish (call before the app exits)."""
+    def shutdown(self, timeout_ms: int = 30000, wait: bool = True) -> None:
+        """Drop queued work and wait for a running trace to finish (call before the app exits).
+
+        With ``wait=False`` it returns at once (a closing window disappears while a slow trace
+        finishes in the background); call it again with ``wait=True`` before the process ends.
+        """
         self._closed = True
         self._pending = None
-        self._pool.waitForDone(timeout_ms)
+        if wait:
+            self._pool.waitForDone(timeout_ms)
 
     # ---- internals -----------------------------------------------------------------------------
     def _set_selection(self, attr: str, value) -> None:

@@ -43,12 +43,13 @@ def resolve_target(text: str, tokenizer, vocab_size: int) -> int:
 
 
 def _list(a: np.ndarray) -> list:
-    """A nested list with NaN as None (JSON null)."""
-    return np.where(np.isnan(a), None, a).tolist() if np.isnan(a).any() else a.tolist()
+    """A nested list with NaN and infinities as None (JSON null)."""
+    a = np.asarray(a)
+    return a.tolist() if np.isfinite(a).all() else np.where(np.isfinite(a), a, None).tolist()
 
 
 def _num(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
+    return float(x) if math.isfinite(x) else None
 
 
 def explanation_json(ex: Explanation, what_ifs: list[WhatIf], name: Callable[[int], str]) -> dict:

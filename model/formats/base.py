@@ -46,6 +46,9 @@ class Checkpoint:
                                    ``"hf-gpt-neo"``, ``"hf-llama"``, ``"hf-mistral"``).
     vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
                                    by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
+    origin : str or None           what was opened when it is not ``path`` itself: ``hf:REPO_ID[@REVISION]``
+                                   for a model from the Hugging Face Hub (``path`` is then its snapshot
+                                   folder in the Hub's cache); Reload and Open Recent open it again.
     """
 
     model: GPT
@@ -54,6 +57,7 @@ class Checkpoint:
     training: dict[str, Any] = field(default_factory=dict)
     source_format: str = "transformer-explorer"  # native.FORMAT_NAME
     vocab_padding: int = 0
+    origin: str | None = None
 
     @property
     def config(self) -> GPTConfig:
@@ -62,7 +66,10 @@ class Checkpoint:
 
     @property
     def name(self) -> str:
-        """A short display name: the file's stem (bytes that are not UTF-8 as U+FFFD), or "unsaved model"."""
+        """A short display name: the repository for a Hub model (``owner/name``), the file's stem
+        (bytes that are not UTF-8 as U+FFFD), or "unsaved model"."""
+        if self.origin is not None:
+            return self.origin.removeprefix("hf:")
         return readable(self.path.stem) if self.path is not None else "unsaved model"
 
 

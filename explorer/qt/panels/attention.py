@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
+from explorer.qt.heatmap import DIVERGING, NOTE_STYLE, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.plot_items import LabelAxis, MatrixImage
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
@@ -121,6 +122,9 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.session = session
         self.layer_box, self.head_box = QSpinBox(), QSpinBox()
         self.all_heads = QCheckBox("all heads")
+        self.grid_note = QLabel()  # which tiles of the grid hold values that are not numbers
+        self.grid_note.setStyleSheet(NOTE_STYLE)
+        self.grid_note.setVisible(False)
         self.scores = Heatmap("scores q·k/√d_head", DIVERGING, col_axis="top")
         self.weights = Heatmap("weights = softmax", SEQUENTIAL, col_axis="top")
         self.grid = HeadGrid()
@@ -132,7 +136,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self._build_layout()
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
-        self.all_heads.toggled.connect(self._on_all_heads_toggled)
+        self._all_heads_wanted = False  # the user's choice, kept while a one-head model greys the box
+        self.all_heads.toggled.connect(self._on_all_heads_clicked)
         self.follow(session, self._on_session_model_changed)
         self._on_session_model_changed()
 
@@ -142,6 +147,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             top.addWidget(QLabel(label))
             top.addWidget(box)
         top.addWidget(self.all_heads)
+        top.addWidget(self.grid_note)
         top.addStretch(1)
         self.maps = QHBoxLayout()
         self.maps.addWidget(self.scores, 1)
@@ -179,15 +185,27 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             box.setRange(0, n - 1)
             box.setEnabled(n > 1)
             box.blockSignals(False)
-        self.all_heads.setEnabled(n_layers * n_heads > 1)
+        # A one-head model has no grid to show: the box is off and grey (never checked but grey),
+        # and the user's choice comes back with a model of several heads.
+        several = n_layers * n_heads > 1
+        self.all_heads.blockSignals(True)
+        self.all_heads.setChecked(self._all_heads_wanted and several)
+        self.all_heads.setEnabled(several)
+        self.all_heads.setToolTip("" if several else "this model has one layer of one head: no grid to show")
+        self.all_heads.blockSignals(False)
         self._place_grid(n_layers, n_heads)
         self._on_all_heads_toggled(self.all_heads.isChecked())
         self.schedule_refresh()
+
+    def _on_all_heads_clicked(self, on: bool) -> None:
+        self._all_heads_wanted = on
+        self._on_all_heads_toggled(on)
 
     def _on_all_heads_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and self.all_heads.isEnabled())
         self.grid.set_trace(self.session.trace if self.grid.isVisibleTo(self) else None)
         self.grid.mark(self.session.layer, self.session.head)
+        self._note_grid_faults()
 
     def _on_grid_pick(self, layer: int, head: int) -> None:
         self.session.set_layer(layer)
@@ -210,11 +228,22 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         views = attention_views(trace, s.layer, s.head)
         labels = axis_labels(s.tokens)
         keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)]
-        self.scores.set_data(views["scores"], symmetric_levels(views["scores"]), labels, keys)
-        self.weights.set_data(views["weights"], WEIGHT_LEVELS, labels, keys)
+        self.scores.set_data(views["scores"], symmetric_levels(views["scores"]), labels, keys, blank=views["masked"])
+        self.weights.set_data(views["weights"], WEIGHT_LEVELS, labels, keys, blank=False)
         selected = s.selected_position() if s.position is not None else None
         self.scores.set_selected_row(selected)
         self.weights.set_selected_row(selected)
         if self.grid.isVisibleTo(self):
             self.grid.set_trace(trace)
             self.grid.mark(s.layer, s.head)
+        self._note_grid_faults()
+
+    def _note_grid_faults(self) -> None:
+        """Name the heads of the grid whose weights are not all numbers (their cells are blank)."""
+        trace = self.session.trace
+        bad = []
+        if self.grid.isVisibleTo(self) and trace is not None and trace.nonfinite is not None:
+            bad = [f"L{li} H{h}" for li, lt in enumerate(trace.blocks)
+                   for h in range(lt.attn_weights.shape[0]) if not np.isfinite(lt.attn_weights[h]).all()]
+        self.grid_note.setText(f"not numbers (blank) in {', '.join(bad[:6])}{' …' if len(bad) > 6 else ''}")
+        self.grid_note.setVisible(bool(bad))

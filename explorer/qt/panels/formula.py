@@ -202,16 +202,19 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         agree = "they agree" if st.max_abs_diff < AGREE_TOL else "they DISAGREE"
         self.agreement.setText(
             f"<b>out_i</b> computed here from q, k, v versus the model's head_out[{st.head}, {st.position}]: "
-            f"max |Δ| = {st.max_abs_diff:.1e}, {agree}.")
+            f"max |Δ| = {st.max_abs_diff:.1e}, {agree}." if np.isfinite(st.max_abs_diff) else
+            "<b>Some of these values are not numbers</b> (NaN or inf: the model overflowed, see the status "
+            "bar), so out_i cannot be compared with the model's head_out.")
         keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
         self._set_strip_rows(len(keys))
         qk = symmetric_levels(st.q, st.k)
-        self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None)
-        self.k_map.set_data(st.k, qk, keys, None)
-        self.v_map.set_data(st.v, symmetric_levels(st.v), keys, None)
+        self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None, blank=False)
+        self.k_map.set_data(st.k, qk, keys, None, blank=False)
+        self.v_map.set_data(st.v, symmetric_levels(st.v), keys, None, blank=False)
         out_levels = symmetric_levels(st.weighted_v, st.out, st.trace_out)
-        self.av_map.set_data(st.weighted_v, out_levels, keys, None)
-        self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, ["Σ_j a_ij v_j", "model's head_out"], None)
+        self.av_map.set_data(st.weighted_v, out_levels, keys, None, blank=False)
+        self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, ["Σ_j a_ij v_j", "model's head_out"], None,
+                              blank=False)
 
     def _fill_table(self, st: FormulaSteps, tokens: list[str]) -> None:
         vectors = st.d_head <= SHOW_VECTORS_UP_TO

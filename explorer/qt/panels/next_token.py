@@ -12,13 +12,16 @@ from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, 
 from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id
 from explorer.core.views import token_label
-from explorer.qt.heatmap import settle_view, widen_axis
+from explorer.qt.heatmap import NOTE_STYLE, settle_view, widen_axis
 from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
+from explorer.qt.stored import read_float, read_int
 from model.token_names import WORD
 
 MAX_K = 200
+DEFAULT_K = 10
+MAX_TEMPERATURE = 10.0
 
 BAR_HEIGHT = 0.8
 
@@ -34,18 +37,19 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         super().__init__(parent)
         self.session = session
         self.top: TopK | None = None
-        self.k_wanted = 10  # the user's k; shown clamped to the vocabulary
+        self.k_wanted = DEFAULT_K  # the user's k; shown clamped to the vocabulary
         self.k_box = QSpinBox()
-        self.k_box.setRange(1, 10)
-        self.k_box.setValue(10)
+        self.k_box.setRange(1, DEFAULT_K)
+        self.k_box.setValue(DEFAULT_K)
         self.temperature_box = QDoubleSpinBox()
-        self.temperature_box.setRange(0.0, 10.0)
+        self.temperature_box.setRange(0.0, MAX_TEMPERATURE)
         self.temperature_box.setSingleStep(0.1)
         self.temperature_box.setDecimals(2)
         self.temperature_box.setValue(1.0)
         self.temperature_box.setToolTip("0 = greedy: all probability on the most likely token")
         self.info = QLabel()
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
+        self.info.setWordWrap(True)
         self.info.setToolTip("click a bar to append that token to the text")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
@@ -102,12 +106,15 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         s = self.session
         pos = s.selected_position()
         if s.trace is None or pos is None:
-            self.top = None
-            self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT)
-            self.plot.getAxis("left").setTicks([[], []])
-            self.info.setText("no tokens yet: type some text")
+            self._clear("no tokens yet: type some text")
             return
-        self.top = top_k(s.trace.logits[pos], self.k_box.value(), self.temperature_box.value())
+        logits = s.trace.logits[pos]
+        if not np.isfinite(logits).all():  # no probabilities, no entropy: say so, draw nothing
+            self._clear(f"After position {pos} the logits are not numbers (NaN or inf): no probabilities to "
+                        f"show. The {s.trace.nonfinite or 'status bar says where they start'}.", warn=True)
+            return
+        self.info.setStyleSheet("")
+        self.top = top_k(logits, self.k_box.value(), self.temperature_box.value())
         k = len(self.top.ids)
         ys = np.arange(k, dtype=float)
         self.bars.setOpts(x0=np.zeros(k), y=ys, width=self.top.probs, height=BAR_HEIGHT)
@@ -125,6 +132,14 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             f"after position {pos} {token!r}{last} · entropy {self.top.entropy:.3f} bits "
             f"(max {math.log2(s.config.vocab_size):.3f})"
         )
+
+    def _clear(self, message: str, warn: bool = False) -> None:
+        """No bars; ``message`` in the info line (in red when ``warn``)."""
+        self.top = None
+        self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT)
+        self.plot.getAxis("left").setTicks([[], []])
+        self.info.setText(message)
+        self.info.setStyleSheet(NOTE_STYLE if warn else "")
 
     def append(self, rank: int) -> None:
         """Put the token with this rank (0 = most likely) where the bars predict it: at the end
@@ -162,15 +177,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         settings.setValue("next_token/temperature", self.temperature_box.value())
 
     def restore_settings(self, settings) -> None:
-        """Restore k and the temperature (clamped by the spin boxes; unreadable values are ignored,
-        so that a damaged settings file cannot stop the app from starting)."""
-        try:
-            self.k_wanted = int(settings.value("next_token/k", self.k_wanted))
-        except (TypeError, ValueError):
-            pass
+        """Restore k (1 to MAX_K) and the temperature (0 to 10); a value of another type or out of
+        range (a damaged settings file) gives the default, so it cannot stop the app."""
+        self.k_wanted = read_int(settings, "next_token/k", DEFAULT_K, 1, MAX_K)
         self.k_box.setValue(self.k_wanted)
-        try:
-            temperature = float(settings.value("next_token/temperature", 1.0))
-        except (TypeError, ValueError):
-            temperature = 1.0
-        self.temperature_box.setValue(temperature if math.isfinite(temperature) else 1.0)
+        self.temperature_box.setValue(read_float(settings, "next_token/temperature", 1.0, 0.0, MAX_TEMPERATURE))

@@ -68,5 +68,5 @@ class QKVPanel(RefreshWhenShown, QWidget):
         for n in NAMES:
             hm = self.heatmaps[n]
             hm.plot.setTitle(titles[n])
-            hm.set_data(arrays[n], levels, labels)
+            hm.set_data(arrays[n], levels, labels, blank=False)
             hm.set_selected_row(selected)

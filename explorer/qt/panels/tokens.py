@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import html
+import time
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
                                QVBoxLayout, QWidget)
@@ -14,14 +14,12 @@ from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt.flow_layout import FlowLayout
 from explorer.qt.session import Session
+from explorer.qt.token_chip import ChipLabel
 from model import Encoding
 
 MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised
-STYLES = {
-    "normal": "background:#e8f0fb; border:1px solid #8fa8c8;",
-    "unk": "background:#fde2cf; border:1px dashed #c0601c;",
-    "dropped": "background:#f0f0f0; border:1px solid #d0d0d0; color:#9a9a9a;",
-}
+CHIP_TURN_MS = 25.0  # chips are brought up to date for about this long per turn of the event loop
+FIRST_CHIPS = 64  # chips always done in the update's own turn (a short text is done at once)
 TYPE_TEXT = "Type here: every keystroke runs the model."
 TYPE_IDS = "No vocabulary: type token ids, e.g. 3, 17, 5"
 
@@ -29,53 +27,6 @@ TYPE_IDS = "No vocabulary: type token ids, e.g. 3, 17, 5"
 def _utf16_index(text: str, index: int) -> int:
     """Qt counts positions in UTF-16 code units: an emoji is one Python char but two units."""
     return len(text[:index].encode("utf-16-le")) // 2
-
-
-class ChipLabel(QLabel):
-    """One token chip; reports hover and clicks by its index in the strip."""
-
-    sig_hovered = Signal(int)
-    """The mouse entered chip i (-1: it left)."""
-    sig_clicked = Signal(int)
-    """Chip i was clicked."""
-
-    def __init__(self, index: int) -> None:
-        super().__init__()
-        self.index = index
-        self.kind = "normal"
-        self._shown = None
-        self.setTextFormat(Qt.TextFormat.RichText)
-        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
-
-    def show_chip(self, chip: Chip, selected: bool) -> None:
-        """Show a token: its label, id and position, styled by kind (normal, unknown, dropped)."""
-        if (chip, selected) == self._shown:
-            return  # unchanged: restyling a label costs a re-layout and a repaint
-        self._shown = (chip, selected)
-        self.kind = "dropped" if chip.dropped else ("unk" if chip.is_unk else "normal")
-        pos = "–" if chip.dropped else str(chip.position)
-        self.setText(f"<b>{html.escape(token_label(chip.token))}</b><br>"
-                     f"<span style='font-size:small'>id {chip.token_id} · {pos}</span>")
-        border = "border-width:2px; border-color:#000;" if selected else ""
-        self.setStyleSheet(f"QLabel {{{STYLES[self.kind]} border-radius:4px; padding:1px 4px; {border}}}")
-        tip = f"text {chip.original!r} · id {chip.token_id} · position {pos}"
-        if chip.is_unk:
-            tip = f"unknown to the vocabulary: original text {chip.original!r} (shown as <unk>, id {chip.token_id})"
-        if chip.dropped:
-            tip += " · outside the context window (not run)"
-        self.setToolTip(tip)
-
-    def enterEvent(self, event) -> None:  # noqa: N802 (Qt naming)
-        self.sig_hovered.emit(self.index)
-        super().enterEvent(event)
-
-    def leaveEvent(self, event) -> None:  # noqa: N802
-        self.sig_hovered.emit(-1)
-        super().leaveEvent(event)
-
-    def mousePressEvent(self, event) -> None:  # noqa: N802
-        self.sig_clicked.emit(self.index)
-        super().mousePressEvent(event)
 
 
 class TokensPanel(QWidget):
@@ -86,6 +37,12 @@ class TokensPanel(QWidget):
         self.session = session
         self.chip_data: list[Chip] = []
         self.chips: list[ChipLabel] = []
+        self._next_chip = 0  # chips before this one show chip_data; the rest follow (_fill_chips)
+        self._selected: int | None = None
+        self._fill_timer = QTimer(self)
+        self._fill_timer.setSingleShot(True)
+        self._fill_timer.setInterval(0)
+        self._fill_timer.timeout.connect(self._fill_chips)
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText(TYPE_TEXT)
         self.hint = QLabel()  # shown for a model without a vocabulary: type ids
@@ -104,6 +61,7 @@ class TokensPanel(QWidget):
         session.sig_trace_changed.connect(self.refresh)
         session.sig_selection_changed.connect(self.refresh)
         session.sig_options_changed.connect(self._on_session_options_changed)
+        session.sig_model_changed.connect(self._on_session_options_changed)
         self._on_session_options_changed()
         self._on_session_text_changed()
         self.refresh()
@@ -147,10 +105,16 @@ class TokensPanel(QWidget):
             self.editor.blockSignals(False)
 
     def _on_session_options_changed(self) -> None:
-        for box, on in ((self.pe_box, self.session.positional_encoding), (self.causal_box, self.session.causal)):
+        """Show the session's options; a model without positional encoding greys its box (off), and
+        the session keeps the choice for the next model that has one."""
+        cfg = self.session.config
+        has_pe = cfg is None or bool(cfg.uses_position)
+        for box, on in ((self.pe_box, self.session.positional_encoding and has_pe), (self.causal_box, self.session.causal)):
             box.blockSignals(True)
             box.setChecked(on)
             box.blockSignals(False)
+        self.pe_box.setEnabled(has_pe)
+        self.pe_box.setToolTip("" if has_pe else "this model has no positional encoding: x_i = e_i")
 
     def _chip(self, i: int) -> ChipLabel:
         while len(self.chips) <= i:  # grow the pool; chips are reused on every update
@@ -176,13 +140,45 @@ class TokensPanel(QWidget):
         self.summary.setText(f"… {hidden:,} earlier tokens" if hidden else "")
         self.summary.setVisible(bool(hidden))
         self.note.setText(crop_note(n, ctx) or f"{n} of {ctx} tokens")
-        selected = s.selected_position() if s.position is not None else None
-        for i, chip in enumerate(self.chip_data):
-            label = self._chip(i)
-            label.show_chip(chip, selected is not None and chip.position == selected)
-            label.setVisible(True)
-        for label in self.chips[len(self.chip_data):]:
-            label.setVisible(False)
+        self._selected = s.selected_position() if s.position is not None else None
+        self._next_chip = 0
+        self._fill_chips()
+
+    def _fill_chips(self) -> None:
+        """Bring the chips up to date from ``_next_chip`` on, for about CHIP_TURN_MS; the rest in
+        later turns of the event loop, so that a long paste never blocks the window."""
+        t0 = time.perf_counter()
+        i, n = self._next_chip, len(self.chip_data)
+        # The layout is off while chips change: each chip shown would otherwise lay out the whole
+        # strip again at once (quadratic: a 1,100-word paste, 1,056 chips, blocked 3.6 s); it is
+        # laid out once, after.
+        self.strip_layout.setEnabled(False)
+        try:
+            while i < n:
+                chip, label = self.chip_data[i], self._chip(i)
+                label.show_chip(chip, self._selected is not None and chip.position == self._selected)
+                if label.isHidden():
+                    label.setVisible(True)
+                i += 1
+                if i >= FIRST_CHIPS and i % 8 == 0 and (time.perf_counter() - t0) * 1e3 > CHIP_TURN_MS:
+                    break
+            self._next_chip = i
+            if i == n:
+                for label in self.chips[n:]:
+                    if not label.isHidden():
+                        label.setVisible(False)
+        finally:
+            self.strip_layout.setEnabled(True)
+            self.strip_layout.invalidate()
+        if i < n:
+            self._fill_timer.start()
+        else:
+            self._fill_timer.stop()
+
+    @property
+    def chips_pending(self) -> int:
+        """Chips not yet brought up to date (they are, in the next turns of the event loop)."""
+        return len(self.chip_data) - self._next_chip
 
     def _show_hint(self) -> None:
         """Without a vocabulary the text is token ids: say so, with the valid range and what was left out."""
