@@ -142,7 +142,7 @@ class _Machine:
             self.stack.extend(_Node(list(taken)) for _ in op.stack_after)
 
 
-def check_pickle_work(stream: IO[bytes], pickles: int = 1) -> None:
+def check_pickle_work(stream: IO[bytes], pickles: int = 1, strict: bool = False) -> None:
     """Refuse a pickle whose loading would hash or construct from a value too large to walk.
 
     Parameters
@@ -151,12 +151,17 @@ def check_pickle_work(stream: IO[bytes], pickles: int = 1) -> None:
         Positioned at the first pickle; read up to the end of the ``pickles``-th (torch's legacy
         format writes five in a row).
     pickles : int
+    strict : bool
+        True refuses a malformed pickle here (ValueError) instead of leaving it to the loader,
+        which may first try to allocate what a damaged length field says.
 
     Raises
     ------
     PickleTooComplex
-        Saying which opcode would walk too much. A malformed pickle is not refused here (the
-        loader will say so); the check stops at the first opcode it cannot read.
+        Saying which opcode would walk too much. A malformed pickle is not refused here unless
+        ``strict`` (the loader will say so); the check stops at the first opcode it cannot read.
+    ValueError
+        With ``strict``, for a malformed pickle.
     """
     counter = _Counter()
     ops = 0
@@ -170,10 +175,12 @@ def check_pickle_work(stream: IO[bytes], pickles: int = 1) -> None:
                 machine.step(op, arg)
         except PickleTooComplex:
             raise
-        except Exception:  # a malformed pickle (or the end of the data): the loader reports it
+        except Exception as exc:  # a malformed pickle (or the end of the data): the loader reports it
+            if strict:
+                raise ValueError(f"a malformed pickle ({exc})") from None
             return
 
 
-def check_pickle_bytes(data: bytes, pickles: int = 1) -> None:
+def check_pickle_bytes(data: bytes, pickles: int = 1, strict: bool = False) -> None:
     """:func:`check_pickle_work` on bytes in memory."""
-    check_pickle_work(io.BytesIO(data), pickles)
+    check_pickle_work(io.BytesIO(data), pickles, strict)

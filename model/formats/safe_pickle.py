@@ -240,7 +240,7 @@ def load_restricted(path: Path) -> Any:
     if len(data) > META_MAX_BYTES:
         raise CheckpointError(f"{name}: more than {META_MAX_BYTES:,} bytes, too large for a vocabulary pickle")
     try:
-        check_pickle_bytes(data)
+        check_pickle_bytes(data, strict=True)
         value = _PlainDataUnpickler(io.BytesIO(data)).load()
     except PickleTooComplex as exc:
         raise CheckpointError(f"{name}: refused: it asks for {exc}; a vocabulary pickle never does") from None
