@@ -16,7 +16,8 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from explorer.qt.plot_items import LabelAxis, MatrixImage, use_shrinking_title
+from explorer.qt.matrix_view import MatrixView
+from explorer.qt.plot_items import LabelAxis, use_shrinking_title
 
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
 MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
@@ -115,7 +116,7 @@ class Heatmap(QWidget):
         axes = {"left": LabelAxis("left"), col_axis: LabelAxis(col_axis)}
         self.plot = self.graphics.addPlot(axisItems=axes)
         use_shrinking_title(self.plot, title)
-        self.image = MatrixImage()
+        self.image = MatrixView()
         self.plot.addItem(self.image)
         self._setup_plot(col_axis)
         self.plot.setAspectLocked(square)
@@ -175,9 +176,13 @@ class Heatmap(QWidget):
         array, False for none, or None for "every NaN cell" (arrays that mark blanks with NaN).
         Every other cell that is not a finite number (NaN or inf from an overflowing model) is
         never drawn as a value: it is left blank, a note under the map counts such cells, and
-        hovering one says so.
+        hovering one says so. The heatmap keeps its own copy of ``data``: a view of a trace would
+        keep the trace's buffers alive (:mod:`model.reuse`), and a caller's array may change.
         """
-        data = self._check_finite(np.asarray(data, dtype=np.float32), blank)
+        original, given = data, np.asarray(data, dtype=np.float32)
+        data = self._check_finite(given, blank)
+        if data is given and (given is original or given.base is not None or not given.flags.writeable):
+            data = given.copy()
         levels = (float(levels[0]), float(levels[1]))
         # The same picture again (p_i while typing at the end, a selection change) is not redrawn.
         unchanged = (data is not self.data and self.image.image is not None and levels == self.levels

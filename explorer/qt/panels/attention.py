@@ -9,9 +9,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSignalBlocker, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
+from explorer.core.head_maps import HeadScores, Mosaic, MosaicRequest, mosaic_image, mosaic_job
+from explorer.core.views import axis_labels, token_label
 from explorer.qt.heatmap import DIVERGING, NOTE_STYLE, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.plot_items import LabelAxis, MatrixImage
+from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -22,7 +24,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     """Every head's attention weights as one mosaic image: rows = layers, columns = heads.
 
     One image item for all heads (not a plot per head: 144 plots took 6.5 s to build and many ms
-    to paint). Tiles larger than :data:`CELL` are max-pooled thumbnails; clicking a tile picks it.
+    to paint). Maps larger than :data:`CELL` are max-pooled thumbnails
+    (:func:`explorer.core.head_maps.pool_heads`); clicking a tile picks it.
     Tiles stay square and the mosaic sits in the top-left corner, next to its L/H labels (a locked
     aspect would centre it, far from the labels of a wide widget); the selected head is outlined.
     """
@@ -57,16 +60,15 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._fit_view)
 
-    def set_trace(self, trace) -> None:
-        """Show every head's attention weights (levels 0..1); clear when T == 0 or None."""
-        if trace is None or trace.n_tokens == 0:
+    def set_mosaic(self, mosaic: Mosaic | None) -> None:
+        """Show every head's pooled attention weights (levels 0..1); clear for None."""
+        if mosaic is None:
             self.image.clear()
             self.marker.setVisible(False)
             return
-        mosaic = head_mosaic(trace, self.CELL, self.GAP)
-        shape = (len(trace.blocks), trace.blocks[0].attn_weights.shape[0])
-        tile = min(trace.n_tokens, self.CELL) + self.GAP
-        self.image.setImage(mosaic, levels=WEIGHT_LEVELS, autoLevels=False)
+        shape = mosaic.pooled.shape[:2]
+        tile = mosaic.side + self.GAP
+        self.image.setImage(mosaic_image(mosaic, self.GAP), levels=WEIGHT_LEVELS, autoLevels=False)
         if (shape, tile) != (self.shape, self.tile):
             self.shape, self.tile = shape, tile
             self._fit_view()
@@ -139,6 +141,9 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
         self._all_heads_wanted = False  # the user's choice, kept while a one-head model greys the box
+        self.head_scores = HeadScores()  # the selected head's scores, updated from the first new row
+        self._drawn: tuple | None = None  # (trace serial, layer, head) the two maps show
+        self._mosaic: tuple[Mosaic, int] | None = None  # the grid's thumbnails and their trace's serial
         self.all_heads.toggled.connect(self._on_all_heads_clicked)
         self.follow(session, self._on_session_model_changed)
         self._on_session_model_changed()
@@ -203,9 +208,32 @@ class AttentionPanel(RefreshWhenShown, QWidget):
 
     def _on_all_heads_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and self.all_heads.isEnabled())
-        self.grid.set_trace(self.session.trace if self.grid.isVisibleTo(self) else None)
+        self._request_mosaic()
         self.grid.mark(self.session.layer, self.session.head)
         self._note_grid_faults()
+
+    def _request_mosaic(self) -> None:
+        """Ask for the grid's thumbnails of the session's trace (pooling only the rows that
+        changed since the thumbnails shown): at once while the model is fast, else on the worker."""
+        s = self.session
+        trace = s.trace
+        if not self.grid.isVisibleTo(self) or trace is None or trace.n_tokens == 0:
+            s.cancel(self, "mosaic")
+            self._mosaic = None
+            self.grid.set_mosaic(None)
+            return
+        if self._mosaic is not None and self._mosaic[1] == s.trace_serial:
+            return  # shown already (a selection changed)
+        previous, serial = self._mosaic if self._mosaic is not None else (None, None)
+        request = MosaicRequest(trace, self.grid.CELL, previous, s.rows_unchanged(serial), s.trace_serial)
+        s.submit(self, mosaic_job, request, self._on_mosaic, passes=0, name="mosaic")
+
+    def _on_mosaic(self, result: JobResult) -> None:
+        if result.error or not self.grid.isVisibleTo(self):
+            return
+        self._mosaic = (result.value, result.inputs.serial)
+        self.grid.set_mosaic(result.value)
+        self.grid.mark(self.session.layer, self.session.head)
 
     def _on_grid_head_picked(self, layer: int, head: int) -> None:
         self.session.set_layer(layer)
@@ -222,20 +250,31 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         if trace is None or trace.n_tokens == 0:
             self.scores.clear()
             self.weights.clear()
-            self.grid.set_trace(None)
+            self._drawn = None
+            self._request_mosaic()
             return
-        views = attention_views(trace, s.layer, s.head)
-        labels = axis_labels(s.tokens)
-        keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)]
-        self.scores.set_data(views["scores"], symmetric_levels(views["scores"]), labels, keys, blank=views["masked"])
-        self.weights.set_data(views["weights"], WEIGHT_LEVELS, labels, keys, blank=False)
+        if self._drawn != (s.trace_serial, s.layer, s.head):  # not for a selection alone
+            self._draw_maps(trace)
         selected = s.selected_position() if s.position is not None else None
         self.scores.set_selected_row(selected)
         self.weights.set_selected_row(selected)
         if self.grid.isVisibleTo(self):
-            self.grid.set_trace(trace)
+            self._request_mosaic()
             self.grid.mark(s.layer, s.head)
         self._note_grid_faults()
+
+    def _draw_maps(self, trace) -> None:
+        """The selected head's scores and weights; the scores computed only for the rows that
+        changed since the maps were drawn (:class:`~explorer.core.head_maps.HeadScores`)."""
+        s = self.session
+        lt = trace.blocks[s.layer]
+        unchanged = s.rows_unchanged(self._drawn[0]) if self._drawn is not None else 0
+        scores, levels = self.head_scores.update(lt, s.layer, s.head, unchanged)
+        labels = axis_labels(s.tokens)
+        keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)]
+        self.scores.set_data(scores, levels, labels, keys, blank=~lt.attn_mask)  # attn_mask: True = may attend
+        self.weights.set_data(lt.attn_weights[s.head], WEIGHT_LEVELS, labels, keys, blank=False)
+        self._drawn = (s.trace_serial, s.layer, s.head)
 
     def _note_grid_faults(self) -> None:
         """Name the heads of the grid whose weights are not all numbers (their cells are blank)."""
