@@ -163,22 +163,22 @@ def head_mosaic(trace: Trace, cell: int = 48, gap: int = 2) -> np.ndarray:
 class HeadScores:
     """One head's attn_scores as a heatmap draws them, kept up to date row by row.
 
-    :meth:`update` gives the (T, T) scores of a layer and head, masked and non-finite cells NaN
-    (as :func:`explorer.core.views.masked_as_nan` makes them), and their symmetric colour levels;
+    :meth:`update` gives the (T, T) scores of a layer and head as the trace has them (masked
+    cells -inf) and their symmetric colour levels (those of the finite scores);
     when the layer and head are the ones of the previous call and the first ``unchanged`` rows
     are the previous trace's, it computes only the rows after them from q and k. The array it
     returns is its own buffer: valid until the next call (a heatmap copies what it is given).
     """
 
     def __init__(self) -> None:
-        self._buf = np.zeros((0, 0), np.float32)  # (capacity, capacity), NaN right of each row's T
+        self._buf = np.zeros((0, 0), np.float32)  # (capacity, capacity), -inf right of each row's T
         self._absmax = np.zeros(0, np.float32)  # per row, the largest |finite score| (0 if none)
         self._finite = np.zeros(0, bool)  # per row, whether it holds any finite score
         self._key: tuple[int, int] | None = None
         self._rows = 0  # rows valid in the buffers
 
     def update(self, lt: LayerTrace, layer: int, head: int, unchanged: int = 0) -> tuple[np.ndarray, tuple]:
-        """(scores (T, T) float32 with NaN for masked and non-finite cells, (-m, m) levels as
+        """(scores (T, T) float32, -inf where masked, (-m, m) levels as
         :func:`explorer.core.views.symmetric_levels` gives them).
 
         ``unchanged``: rows 0..unchanged-1 of ``lt`` equal those of the trace the previous call
@@ -196,11 +196,10 @@ class HeadScores:
                 rows = scores_from(lt.q[head:head + 1, start:], lt.k[kv:kv + 1], lt.attn_mask[start:],
                                    lt.attn_scale)[0]  # (T - start, T)
             part = self._buf[start:T]
-            part[:, T:] = np.nan
+            part[:, T:] = -np.inf  # right of the diagonal: masked (rows are reused only when causal)
             part = part[:, :T]
             part[...] = rows
             finite = np.isfinite(part)
-            part[~finite] = np.nan
             self._absmax[start:T] = np.max(np.abs(part), axis=1, where=finite, initial=0.0)
             self._finite[start:T] = finite.any(axis=1)
         self._key, self._rows = (layer, head), T
@@ -210,7 +209,7 @@ class HeadScores:
         return self._buf[:T, :T], (-m, m)
 
     def _grow(self, capacity: int, keep: int) -> None:
-        buf = np.full((capacity, capacity), np.nan, np.float32)
+        buf = np.full((capacity, capacity), -np.inf, np.float32)
         buf[:keep, :keep] = self._buf[:keep, :keep]
         absmax, finite = np.zeros(capacity, np.float32), np.zeros(capacity, bool)
         absmax[:keep], finite[:keep] = self._absmax[:keep], self._finite[:keep]

@@ -7,6 +7,7 @@ i-th token (query) and is drawn at the top when i = 0.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,7 @@ def masked_as_nan(scores: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=8192)  # every panel labels every token on every keystroke (T = 1,024: 4,000 calls)
 def token_label(token: str, limit: int = 12) -> str:
     """A short, visible label for an axis tick or chip: whitespace shown, long tokens cut.
 

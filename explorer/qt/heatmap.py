@@ -168,7 +168,8 @@ class Heatmap(QWidget):
         p.getAxis(col_axis).setStyle(hideOverlappingLabels=40)
 
     def set_data(self, data: np.ndarray, levels: tuple[float, float], row_labels: Sequence[str] | None = (),
-                 col_labels: Sequence[str] | None = None, blank: np.ndarray | bool | None = None) -> None:
+                 col_labels: Sequence[str] | None = None, blank: np.ndarray | bool | None = None,
+                 unchanged_rows: int = 0) -> None:
         """Show ``data`` (rows, cols) with fixed colour ``levels`` (lo < hi); NaN cells are blank.
 
         ``row_labels`` / ``col_labels`` None label rows / columns with their index (dimensions).
@@ -178,15 +179,21 @@ class Heatmap(QWidget):
         never drawn as a value: it is left blank, a note under the map counts such cells, and
         hovering one says so. The heatmap keeps its own copy of ``data``: a view of a trace would
         keep the trace's buffers alive (:mod:`model.reuse`), and a caller's array may change.
+        ``unchanged_rows``: the caller knows that rows 0..unchanged_rows-1 are those it gave last
+        time (``Session.rows_unchanged``); only the others are compared to see whether the
+        picture changed.
         """
         original, given = data, np.asarray(data, dtype=np.float32)
         data = self._check_finite(given, blank)
-        if data is given and (given is original or given.base is not None or not given.flags.writeable):
-            data = given.copy()
         levels = (float(levels[0]), float(levels[1]))
         # The same picture again (p_i while typing at the end, a selection change) is not redrawn.
-        unchanged = (data is not self.data and self.image.image is not None and levels == self.levels
-                     and data.shape == self.data.shape and np.array_equal(data, self.data, equal_nan=True))
+        start = max(0, min(int(unchanged_rows), data.shape[0])) if data.ndim else 0
+        unchanged = (self.image.image is not None and levels == self.levels and data.shape == self.data.shape
+                     and np.array_equal(data[start:], self.data[start:], equal_nan=True))
+        if unchanged:
+            data = self.data  # the copy held already
+        elif data is given and (given is original or given.base is not None or not given.flags.writeable):
+            data = given.copy()
         self.data = data
         self.levels = levels
         self.row_labels = None if row_labels is None else list(row_labels)

@@ -142,7 +142,9 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.head_box.valueChanged.connect(session.set_head)
         self._all_heads_wanted = False  # the user's choice, kept while a one-head model greys the box
         self.head_scores = HeadScores()  # the selected head's scores, updated from the first new row
-        self._drawn: tuple | None = None  # (trace serial, layer, head) the two maps show
+        self._drawn: tuple | None = None  # (trace serial, layer, head) the scores show
+        self._weights_drawn: tuple | None = None  # ... and the weights (drawn a turn later while paced)
+        self._labels: tuple[list, list] = ([], [])  # (query, key) labels of the maps
         self._mosaic: tuple[Mosaic, int] | None = None  # the grid's thumbnails and their trace's serial
         self.all_heads.toggled.connect(self._on_all_heads_clicked)
         self.follow(session, self._on_session_model_changed)
@@ -250,7 +252,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         if trace is None or trace.n_tokens == 0:
             self.scores.clear()
             self.weights.clear()
-            self._drawn = None
+            self._drawn = self._weights_drawn = None
             self._request_mosaic()
             return
         if self._drawn != (s.trace_serial, s.layer, s.head):  # not for a selection alone
@@ -263,18 +265,39 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             self.grid.mark(s.layer, s.head)
         self._note_grid_faults()
 
+    def _unchanged(self, drawn: tuple | None) -> int:
+        """Rows of the session's trace, layer and head that a map showing ``drawn`` (trace serial,
+        layer, head) shows already."""
+        s = self.session
+        return s.rows_unchanged(drawn[0]) if drawn is not None and drawn[1:] == (s.layer, s.head) else 0
+
     def _draw_maps(self, trace) -> None:
-        """The selected head's scores and weights; the scores computed only for the rows that
-        changed since the maps were drawn (:class:`~explorer.core.head_maps.HeadScores`)."""
+        """The selected head's scores, computed only for the rows that changed since they were
+        drawn (:class:`~explorer.core.head_maps.HeadScores`), then its weights: in a later
+        event-loop turn while the model is slow (two 1,024 x 1,024 maps are ~100 ms)."""
         s = self.session
         lt = trace.blocks[s.layer]
-        unchanged = s.rows_unchanged(self._drawn[0]) if self._drawn is not None else 0
+        unchanged = self._unchanged(self._drawn)
         scores, levels = self.head_scores.update(lt, s.layer, s.head, unchanged)
-        labels = axis_labels(s.tokens)
-        keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)]
-        self.scores.set_data(scores, levels, labels, keys, blank=~lt.attn_mask)  # attn_mask: True = may attend
-        self.weights.set_data(lt.attn_weights[s.head], WEIGHT_LEVELS, labels, keys, blank=False)
+        self._labels = (axis_labels(s.tokens), [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)])
+        self.scores.set_data(scores, levels, *self._labels, blank=~lt.attn_mask,  # attn_mask: True = may attend
+                             unchanged_rows=unchanged)
         self._drawn = (s.trace_serial, s.layer, s.head)
+        if self._pacer is not None and self._pacer.active:
+            self._pacer.call_later(self, self._draw_weights)
+        else:
+            self._draw_weights()
+
+    def _draw_weights(self) -> None:
+        """The weights of the head whose scores are shown (if the trace is still the session's)."""
+        s = self.session
+        if self._drawn is None or self._drawn == self._weights_drawn or self._drawn[0] != s.trace_serial:
+            return
+        weights = s.trace.blocks[s.layer].attn_weights[s.head]  # (T, T)
+        self.weights.set_data(weights, WEIGHT_LEVELS, *self._labels, blank=False,
+                              unchanged_rows=self._unchanged(self._weights_drawn))
+        self._weights_drawn = self._drawn
+        self.weights.set_selected_row(s.selected_position() if s.position is not None else None)
 
     def _note_grid_faults(self) -> None:
         """Name the heads of the grid whose weights are not all numbers (their cells are blank)."""

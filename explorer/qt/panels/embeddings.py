@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from explorer.core.views import axis_labels, embedding_levels, embedding_views
@@ -23,10 +22,7 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self.levels = dict.fromkeys(TITLES, (-1.0, 1.0))
         self._todo: list = []  # (key, array) of the maps still to draw, while paced
         self._labels: list[str] = []
-        self._later = QTimer(self)
-        self._later.setSingleShot(True)
-        self._later.setInterval(0)
-        self._later.timeout.connect(self._draw_later)
+        self._drawn: dict[str, int | None] = {}  # the serial of the trace each map shows
         layout = QHBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         for hm in self.heatmaps.values():
@@ -55,9 +51,9 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         While the model is slow (paced), one heatmap is drawn per turn of the event loop: three
         (1,024, 768) maps of a GPT-2-sized model in one turn blocked the window for about 0.1 s.
         """
-        self._later.stop()
         trace = self.session.trace
         if trace is None or trace.n_tokens == 0:
+            self._todo = []
             for hm in self.heatmaps.values():
                 hm.clear()
             return
@@ -65,20 +61,25 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self._labels = axis_labels(self.session.tokens)
         paced = self._pacer is not None and self._pacer.active
         while self._todo:
-            key, data = self._todo.pop(0)
-            self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False)
+            self._draw(*self._todo.pop(0))
             if paced and self._todo:
-                self._later.start()  # the next map in the next turn
+                self._pacer.call_later(self, self._draw_later)  # the next map in a later turn
                 break
         self._on_session_selection_changed()
 
+    def _draw(self, key: str, data) -> None:
+        """One map; only its rows after those it shows already are compared (``rows_unchanged``)."""
+        s = self.session
+        unchanged = s.rows_unchanged(self._drawn.get(key))
+        self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False, unchanged_rows=unchanged)
+        self._drawn[key] = s.trace_serial
+
     def _draw_later(self) -> None:
         if self._todo:
-            key, data = self._todo.pop(0)
-            self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False)
+            self._draw(*self._todo.pop(0))
             self._on_session_selection_changed()
         if self._todo:
-            self._later.start()
+            self._pacer.call_later(self, self._draw_later)
 
     def _on_session_selection_changed(self) -> None:
         row = self.session.selected_position() if self.session.position is not None else None

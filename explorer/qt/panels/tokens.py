@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from PySide6.QtCore import QSignalBlocker, Qt, QTimer
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
                                QVBoxLayout, QWidget)
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt.flow_layout import FlowLayout
+from explorer.qt.panels.lazy import Pacer
 from explorer.qt.session import Session
 from explorer.qt.token_chip import ChipLabel
 from model import Encoding
@@ -39,10 +40,7 @@ class TokensPanel(QWidget):
         self.chips: list[ChipLabel] = []
         self._next_chip = 0  # chips before this one show chip_data; the rest follow (_fill_chips)
         self._selected: int | None = None
-        self._fill_timer = QTimer(self)
-        self._fill_timer.setSingleShot(True)
-        self._fill_timer.setInterval(0)
-        self._fill_timer.timeout.connect(self._fill_chips)
+        self._pacer = Pacer.of(session)  # the rest of a long strip's chips, a batch per event-loop turn
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText(TYPE_TEXT)
         self.hint = QLabel()  # shown for a model without a vocabulary: type ids
@@ -169,9 +167,7 @@ class TokensPanel(QWidget):
             self.strip_layout.setEnabled(True)
             self.strip_layout.invalidate()
         if i < n:
-            self._fill_timer.start()
-        else:
-            self._fill_timer.stop()
+            self._pacer.call_later(self, self._fill_chips)
 
     @property
     def chips_pending(self) -> int:
