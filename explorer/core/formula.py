@@ -128,7 +128,7 @@ def attention_steps(trace, layer: int, head: int, position: int) -> FormulaSteps
     weights = exps / norm
     weighted_v = weights[:, None] * v  # (n_keys, d_head)
     out = weighted_v.sum(axis=0)  # (d_head,)
-    trace_out = np.asarray(blk.head_out[head, i])
+    trace_out = np.array(blk.head_out[head, i])  # a copy: a view would keep the trace's buffers alive
     diff = float(np.max(np.abs(out - trace_out)))
     return FormulaSteps(
         layer, head, i, bool(trace.causal), keys, d_head, float(blk.attn_scale), kv, q, k, v, dots, scores,

@@ -20,7 +20,8 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self.session = session
         self.heatmaps = {key: Heatmap(title, DIVERGING) for key, title in TITLES.items()}
         self.levels = dict.fromkeys(TITLES, (-1.0, 1.0))
-        self._todo: list = []  # (key, array) of the maps still to draw, while paced
+        self._todo: list[str] = []  # the maps still to draw, while paced
+        self._todo_serial: int | None = None  # ... for the trace with this serial
         self._labels: list[str] = []
         self._drawn: dict[str, int | None] = {}  # the serial of the trace each map shows
         layout = QHBoxLayout(self)
@@ -57,26 +58,30 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
             for hm in self.heatmaps.values():
                 hm.clear()
             return
-        self._todo = list(embedding_views(trace).items())
+        self._todo = list(TITLES)  # keys only: the arrays are taken from the session's trace when drawn
+        self._todo_serial = self.session.trace_serial
         self._labels = axis_labels(self.session.tokens)
         paced = self._pacer is not None and self._pacer.active
         while self._todo:
-            self._draw(*self._todo.pop(0))
+            self._draw(self._todo.pop(0))
             if paced and self._todo:
                 self._pacer.call_later(self, self._draw_later)  # the next map in a later turn
                 break
         self._on_session_selection_changed()
 
-    def _draw(self, key: str, data) -> None:
+    def _draw(self, key: str) -> None:
         """One map; only its rows after those it shows already are compared (``rows_unchanged``)."""
         s = self.session
+        if s.trace is None or s.trace_serial != self._todo_serial:
+            return  # a newer trace: its refresh is on its way
         unchanged = s.rows_unchanged(self._drawn.get(key))
+        data = embedding_views(s.trace)[key]
         self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False, unchanged_rows=unchanged)
         self._drawn[key] = s.trace_serial
 
     def _draw_later(self) -> None:
         if self._todo:
-            self._draw(*self._todo.pop(0))
+            self._draw(self._todo.pop(0))
             self._on_session_selection_changed()
         if self._todo:
             self._pacer.call_later(self, self._draw_later)
