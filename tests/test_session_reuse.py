@@ -187,7 +187,7 @@ def test_a_model_fast_to_append_but_slow_whole_stays_off_the_gui_thread(qtbot, c
     for word in ("the", "dog", "sat"):
         text += " " + word
         s.set_text(text)
-        qtbot.waitUntil(lambda: not s.busy and s.text == text and s.trace.n_tokens == len(s.encoding))
+        qtbot.waitUntil(lambda t=text: not s.busy and s.text == t and s.trace.n_tokens == len(s.encoding))
         assert s.last_model_ms == pytest.approx(1.0)  # one position ...
         assert s.traces_off_gui_thread  # ... but the whole text would take longer than the budget
     assert s.expected_ms(4) == pytest.approx(4 * 32.0)  # 10 tokens: at least the warm-up's 32
