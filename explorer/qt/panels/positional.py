@@ -34,6 +34,7 @@ from explorer.qt.panels.positional_shift import ShiftView
 from explorer.qt.session import Session
 
 TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
+TWIN_OF = "tinystories-1L1H.safetensors"  # the model the twin was trained beside (same recipe, with PE)
 TOP_K = 5
 PASSES = 4  # forward passes per comparison: original and reordered, PE on and off
 SLOW_MS = 250.0  # a comparison expected to take longer stops following every keystroke (Update button)
@@ -214,10 +215,9 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         for pe, label in self.row_labels.items():
             label.setText(f"<b>{name}<br>{'on' if pe else 'off'}</b>")
         self.table.setHorizontalHeaderLabels([c.format(name) for c in COLUMNS])
-        # The twin is the course's model trained without its table: a fair comparison for a model with one.
-        with_table = bool(s.config and s.config.positional == "learned")
-        is_twin = bool(s.checkpoint and s.checkpoint.path and Path(s.checkpoint.path).name == TWIN.name)
-        self.twin_button.setVisible(with_table and TWIN.exists() and not is_twin)
+        # The twin is the course's model trained the same way without its table: offered for that model only.
+        name = Path(s.checkpoint.path).name if s.checkpoint and s.checkpoint.path else ""
+        self.twin_button.setVisible(name == TWIN_OF and TWIN.exists())
         self.warning.setText(order_warning(s.config, s.positional_encoding, self.twin_button.isVisibleTo(self)))
 
     # ---- computing --------------------------------------------------------------------------------------
