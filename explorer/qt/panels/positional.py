@@ -148,14 +148,11 @@ class PositionalPanel(RefreshWhenShown, QWidget):
 
     def _build_layout(self) -> None:
         options = QHBoxLayout()
-        for w in (self.pe_box, self.causal_box, self.twin_button):
-            options.addWidget(w)
-        options.addWidget(self.warning, 1)
+        for w in (self.pe_box, self.causal_box, self.twin_button, self.warning):
+            options.addWidget(w, int(w is self.warning))
         reorder = QHBoxLayout()
-        for name in ("reverse", "rotate", "shuffle", "again"):
-            reorder.addWidget(self.buttons[name])
-        for w in (QLabel("swap"), self.i_box, QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last,
-                  self.update_button):
+        for w in (*(self.buttons[n] for n in ("reverse", "rotate", "shuffle", "again")), QLabel("swap"), self.i_box,
+                  QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last, self.update_button):
             reorder.addWidget(w)
         reorder.addStretch(1)
         views = QWidget()
@@ -163,10 +160,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         bottom = QWidget()
         b = QVBoxLayout(bottom)
         b.setContentsMargins(0, 0, 0, 0)
-        b.addWidget(self.sentence)
-        b.addWidget(self.shift_view)
-        b.addWidget(self.tv_label)
-        b.addWidget(self.table, 1)
+        for w in (self.sentence, self.shift_view, self.tv_label, self.table):
+            b.addWidget(w, int(w is self.table))
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(views)
         split.addWidget(bottom)
