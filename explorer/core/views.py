@@ -184,3 +184,11 @@ def attention_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray
     lt = trace.blocks[layer]
     raw = lt.head_attn_scores(head)  # this head's only (a trace that reused rows computes scores on demand)
     return {"scores": masked_as_nan(raw), "weights": lt.attn_weights[head], "masked": ~lt.attn_mask}  # True = may attend
+
+
+def head_names(trace: Trace) -> list[str]:
+    """The all-heads grid's column names: ``"H0"``, ... and, under grouped-query attention, the
+    key/value head each query head reads (``"H2 kv1"``, from ``LayerTrace.kv_head``)."""
+    lt = trace.blocks[0]
+    grouped = lt.k.shape[0] < lt.q.shape[0]
+    return [f"H{h} kv{lt.kv_head(h)}" if grouped else f"H{h}" for h in range(lt.n_heads)]

@@ -9,8 +9,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSignalBlocker, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
+from explorer.core.architecture import score_title
 from explorer.core.head_maps import HeadScores, Mosaic, MosaicRequest, mosaic_image, mosaic_job
-from explorer.core.views import axis_labels, token_label
+from explorer.core.views import axis_labels, head_names, token_label
 from explorer.qt.heatmap import DIVERGING, NOTE_STYLE, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.plot_items import LabelAxis, MatrixImage
 from explorer.qt.jobs import JobResult
@@ -60,8 +61,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._fit_view)
 
-    def set_mosaic(self, mosaic: Mosaic | None) -> None:
-        """Show every head's pooled attention weights (levels 0..1); clear for None."""
+    def set_mosaic(self, mosaic: Mosaic | None, names: list[str] = ()) -> None:
+        """Show every head's pooled attention weights (levels 0..1), columns named ``names``
+        (:func:`explorer.core.views.head_names`); clear for None."""
         if mosaic is None:
             self.image.clear()
             self.marker.setVisible(False)
@@ -69,12 +71,12 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         shape = mosaic.pooled.shape[:2]
         tile = mosaic.side + self.GAP
         self.image.setImage(mosaic_image(mosaic, self.GAP), levels=WEIGHT_LEVELS, autoLevels=False)
-        if (shape, tile) != (self.shape, self.tile):
-            self.shape, self.tile = shape, tile
+        if (shape, tile, names) != (self.shape, self.tile, getattr(self, "_names", None)):
+            self.shape, self.tile, self._names = shape, tile, names
             self._fit_view()
             half = (tile - self.GAP) / 2
             self.plot.getAxis("left").setTicks([[(i * tile + half, f"L{i}") for i in range(shape[0])], []])
-            self.plot.getAxis("top").setTicks([[(h * tile + half, f"H{h}") for h in range(shape[1])], []])
+            self.plot.getAxis("top").setTicks([[(h * tile + half, name) for h, name in enumerate(names)], []])
         if self.selected is not None:
             self.mark(*self.selected)
         settle_view(self.plot.getViewBox())
@@ -188,6 +190,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
 
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
+        self.scores.plot.setTitle(score_title(cfg))
         n_layers, n_heads = (cfg.n_layers, cfg.n_heads) if cfg else (1, 1)
         for box, n in ((self.layer_box, n_layers), (self.head_box, n_heads)):
             with QSignalBlocker(box):
@@ -234,7 +237,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         if result.error or not self.grid.isVisibleTo(self):
             return
         self._mosaic = (result.value, result.inputs.serial)
-        self.grid.set_mosaic(result.value)
+        self.grid.set_mosaic(result.value, head_names(result.inputs.trace))
         self.grid.mark(self.session.layer, self.session.head)
 
     def _on_grid_head_picked(self, layer: int, head: int) -> None:
