@@ -2,7 +2,8 @@
 
 The image item reads arrays row-major (``data[row, col]``) and the view's y axis is inverted, so
 the matrix appears as printed: ``data[0, 0]`` in the top-left corner. Every update changes the
-existing items in place; view ranges are fixed to the data (no auto-range).
+existing items in place; view ranges are fixed to the data (no auto-range), and the mouse zooms
+and pans them (:mod:`explorer.qt.zoom`; labels follow what is in view).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.qt.matrix_view import MatrixView
 from explorer.qt.plot_items import LabelAxis, use_shrinking_title
+from explorer.qt.zoom import ZoomPan
 
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
 MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
@@ -119,6 +121,7 @@ class Heatmap(QWidget):
         self.image = MatrixView()
         self.plot.addItem(self.image)
         self._setup_plot(col_axis)
+        self.zoom = ZoomPan(self.plot.getViewBox())  # wheel zooms, drag pans, double-click shows it all
         self.plot.setAspectLocked(square)
         self.bar = None
         if colorbar:
@@ -146,11 +149,11 @@ class Heatmap(QWidget):
         self.graphics.scene().sigMouseMoved.connect(self._on_scene_moved)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._update_ticks)
+        self.plot.getViewBox().sigRangeChanged.connect(self._update_ticks)  # zoomed: labels as they fit
 
     def _setup_plot(self, col_axis: str) -> None:
         p = self.plot
         p.invertY(True)  # row 0 at the top
-        p.setMouseEnabled(False, False)
         p.setMenuEnabled(False)
         p.hideButtons()
         p.getViewBox().setDefaultPadding(0)
@@ -210,9 +213,9 @@ class Heatmap(QWidget):
         if not unchanged:
             self.image.setImage(data, levels=self.levels, autoLevels=False)
         self.set_bar_levels(self.levels)
-        if (rows, cols) != self._range:  # fixed view range, changed only with the shape
+        if (rows, cols) != self._range:  # the view range changes with the shape (or a zoom) only
             self._range = (rows, cols)
-            self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+            self.zoom.set_extent(rows, cols)
         self._update_ticks()
         settle_view(self.plot.getViewBox())
 
@@ -270,20 +273,21 @@ class Heatmap(QWidget):
             self._fit_bar_axis()
         if self.data.size == 0:
             return
-        rows, cols = self.data.shape
+        rows, cols = self.zoom.visible_extent()  # rows and columns in view (all, unless zoomed)
         vb = self.plot.getViewBox()
         fm = QFontMetrics(self.font())
         row_step = math.ceil(fm.height() / (max(vb.height(), 1.0) / rows))
         col_step = 1
         if self.col_labels is not None:
-            widest = max(text_width(self.col_axis, c, fm) for c in self.col_labels) + 6
+            in_view = self.col_labels[self.zoom.col_slice()] or self.col_labels  # a zoomed view: those in it
+            widest = max(text_width(self.col_axis, c, fm) for c in in_view) + 6
             col_step = math.ceil(widest / (max(vb.width(), 1.0) / cols))
         # Each axis is touched only when its own labels change: setTicks makes pyqtgraph rebuild
         # and repaint that axis, which costs about 1 ms for 32 labels.
         old_rows, old_cols = self._tick_key or (None, None)
         rows_key, cols_key = (self.row_labels, row_step), (self.col_labels, col_step)
         if rows_key != old_rows:
-            widen_axis(self.plot.getAxis("left"), self.row_labels or [str(rows - 1)], fm)
+            widen_axis(self.plot.getAxis("left"), self.row_labels or [str(self.data.shape[0] - 1)], fm)
             self.plot.getAxis("left").setTicks(thinned_ticks(self.row_labels, row_step))
         if cols_key != old_cols:
             self.col_axis.setTicks(thinned_ticks(self.col_labels, col_step) if self.col_labels is not None else None)
@@ -327,6 +331,10 @@ class Heatmap(QWidget):
         self.readout.setText(self.describe_cell(*cell) if cell else " ")
 
     def _on_scene_clicked(self, event) -> None:
+        if event.double():
+            if self.plot.sceneBoundingRect().contains(event.scenePos()):
+                self.zoom.reset()  # the whole matrix again
+            return
         cell = self.cell_at(event.scenePos())
         if cell is not None:
             self.sig_cell_clicked.emit(*cell)
