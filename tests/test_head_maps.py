@@ -81,3 +81,14 @@ def test_head_scores_of_a_row_with_no_finite_score_give_the_neutral_levels():
                     + [np.zeros((1, T, T), np.float32), inf] + [np.zeros((T, 2), np.float32)] * 5)
     scores, levels = HeadScores().update(lt, 0, 0)
     assert np.isnan(scores[np.tril(np.ones((T, T), bool))]).all() and levels == (-1.0, 1.0)
+
+
+def test_the_export_size_of_a_trace_computes_no_scores(model):
+    from explorer.core.export import trace_npz_bytes
+
+    chain = TraceChain()
+    trace, _ = chain.trace(model, model, [1, 2, 3])
+    trace, _ = chain.trace(model, model, [1, 2, 3, 4, 5])  # made with reuse: scores on demand
+    size = trace_npz_bytes(trace)
+    assert not any(lt.attn_scores_ready for lt in trace.blocks) and "probs" not in trace.__dict__
+    assert size == sum(a.nbytes for _, a in trace.named())
