@@ -177,7 +177,8 @@ class Heatmap(QWidget):
 
         ``row_labels`` / ``col_labels`` None label rows / columns with their index (dimensions).
         ``blank`` says which cells are blank by design (masked scores, gaps): a (rows, cols) bool
-        array, False for none, or None for "every NaN cell" (arrays that mark blanks with NaN).
+        array, False for none, True for every cell that is not a number, or None for "every NaN
+        cell" (arrays that mark blanks with NaN).
         Every other cell that is not a finite number (NaN or inf from an overflowing model) is
         never drawn as a value: it is left blank, a note under the map counts such cells, and
         hovering one says so. The heatmap keeps its own copy of ``data``: a view of a trace would

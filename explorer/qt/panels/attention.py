@@ -283,8 +283,10 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         unchanged = self._unchanged(self._drawn)
         scores, levels = self.head_scores.update(lt, s.layer, s.head, unchanged)
         self._labels = (axis_labels(s.tokens), [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)])
-        self.scores.set_data(scores, levels, *self._labels, blank=~lt.attn_mask,  # attn_mask: True = may attend
-                             unchanged_rows=unchanged)
+        # Blank by design: the masked cells (attn_mask: True = may attend); in a trace whose values
+        # are all numbers every cell that is not one is masked (and no (T, T) mask is negated).
+        blank = True if trace.nonfinite is None else ~lt.attn_mask
+        self.scores.set_data(scores, levels, *self._labels, blank=blank, unchanged_rows=unchanged)
         self._drawn = (s.trace_serial, s.layer, s.head)
         if self._pacer is not None and self._pacer.active:
             self._pacer.call_later(self, self._draw_weights)
