@@ -171,7 +171,7 @@ class HeadScores:
     """
 
     def __init__(self) -> None:
-        self._buf = np.zeros((0, 0), np.float32)  # (capacity, capacity), -inf right of each row's T
+        self._buf = np.zeros((0, 0), np.float32)  # (capacity, capacity): rows < _rows valid, -inf right of T
         self._absmax = np.zeros(0, np.float32)  # per row, the largest |finite score| (0 if none)
         self._finite = np.zeros(0, bool)  # per row, whether it holds any finite score
         self._key: tuple[int, int] | None = None
@@ -209,8 +209,9 @@ class HeadScores:
         return self._buf[:T, :T], (-m, m)
 
     def _grow(self, capacity: int, keep: int) -> None:
-        buf = np.full((capacity, capacity), -np.inf, np.float32)
+        buf = np.empty((capacity, capacity), np.float32)  # a row is written whole when it is computed
         buf[:keep, :keep] = self._buf[:keep, :keep]
+        buf[:keep, keep:] = -np.inf
         absmax, finite = np.zeros(capacity, np.float32), np.zeros(capacity, bool)
         absmax[:keep], finite[:keep] = self._absmax[:keep], self._finite[:keep]
         self._buf, self._absmax, self._finite = buf, absmax, finite

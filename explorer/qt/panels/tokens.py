@@ -20,7 +20,7 @@ from explorer.qt.token_chip import ChipLabel
 from model import Encoding
 
 MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised
-CHIP_TURN_MS = 25.0  # chips are brought up to date for about this long per turn of the event loop
+CHIP_TURN_MS = 15.0  # chips are brought up to date for about this long per turn (a turn also lays them out)
 FIRST_CHIPS = 64  # chips always done in the update's own turn (a short text is done at once)
 TYPE_TEXT = "Type here: every keystroke runs the model."
 TYPE_IDS = "No vocabulary: type token ids, e.g. 3, 17, 5"
