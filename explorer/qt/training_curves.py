@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt, Signal
 
 from explorer.core.training_views import head_curves, step_ticks, step_x, top1_changes
 from explorer.core.views import token_label
+from explorer.qt.plot_items import use_shrinking_title
 from model.over_training import TrainingCurves
 
 COLOURS = {"text": "#1f5fa8", "val": "#d0700a", "target": "#1f5fa8", "top1": "#888888",
@@ -22,14 +23,16 @@ MARKER = "#c0392b"
 def _plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label: str,
           legend: tuple[int, int] = (-4, 4)) -> pg.PlotItem:
     """A plot of the grid; ``legend`` is its offset (negative: from the right or bottom)."""
-    plot = layout.addPlot(row=row, col=col, title=title)
+    plot = layout.addPlot(row=row, col=col)
+    use_shrinking_title(plot, title)  # a long title never widens the plot past its widget
     plot.setLabel("left", y_label)
-    plot.setLabel("bottom", "training step (log scale)")
+    if row == 1:  # the lower row names the shared axis
+        plot.setLabel("bottom", "training step (log scale)")
     plot.setMouseEnabled(False, False)
     plot.setMenuEnabled(False)
     plot.hideButtons()
     plot.showGrid(x=True, y=True, alpha=0.15)
-    plot.addLegend(offset=legend, labelTextSize="8pt", verSpacing=-6)
+    plot.addLegend(offset=legend, labelTextSize="8pt", verSpacing=-6, brush=(255, 255, 255, 210))
     return plot
 
 

@@ -27,8 +27,8 @@ from explorer.qt.training_curves import CurvesView
 from model.over_training import TrainingCurves, curves_over_training
 
 PLAY_MS = 700  # one snapshot per this many ms while playing
-KINDS = {"next token": "the text's next token", "final top-1": "the most trained snapshot's top-1",
-         "given": "the chosen token", "none": "no token"}
+KINDS = {"next token": "the next token", "final top-1": "the last snapshot's top-1", "given": "chosen",
+         "none": "no token"}
 
 
 def _curves_job(_checkpoint, inputs) -> TrainingCurves:
@@ -62,8 +62,8 @@ class TrainingPanel(RefreshWhenShown, QWidget):
 
     def _build(self) -> None:
         self.folder_label, self.skipped_label, self.step_label = QLabel(), QLabel(), QLabel()
-        for label in (self.folder_label, self.skipped_label):
-            label.setWordWrap(True)
+        for label in (self.folder_label, self.skipped_label):  # one line each (wrapped labels made the
+            label.setMinimumWidth(40)  # dock's scroll area size the panel by its height for width, too tall)
         self.skipped_label.setStyleSheet("QLabel { color:#9a4a00; }")
         self.step_label.setStyleSheet("QLabel { font-weight:bold; }")
         self.open_button = QPushButton("Open folder…")
@@ -287,5 +287,5 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         head = min(s.head, c.attn_entropy.shape[2] - 1)
         token = token_label(s.tokens[c.position]) if c.position < len(s.tokens) else "?"
         target = token_label(name(c.target_id)) if c.target_id >= 0 else "?"
-        note = f"p({target!r}) after position {c.position} {token!r}: {KINDS.get(c.target_kind, c.target_kind)}"
+        note = f"p({target!r}) after {c.position} {token!r} ({KINDS.get(c.target_kind, c.target_kind)})"
         self.curves_view.set_curves(c, layer, head, name, note)
