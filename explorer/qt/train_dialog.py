@@ -228,6 +228,7 @@ class TrainDialog(QDialog):
 
     def _on_finished(self, code: int) -> None:
         run = self.run
+        self.explain()  # the form again (before the run's own message, which stays until an edit)
         self._on_progress()
         log, out = run.log, run.log.out
         saved = code in (0, 130) and out is not None and Path(out).is_file()
@@ -242,7 +243,6 @@ class TrainDialog(QDialog):
             self.summary.setText("the run did not start: nothing was written.")
         else:
             self.summary.setText(f"the run ended ({OUTCOME.get(code, f'status {code}')}): {run.error_line()}")
-        self.explain()
 
 
 def open_train_dialog(window) -> TrainDialog:
