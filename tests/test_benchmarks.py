@@ -16,7 +16,7 @@ REQUIRED = [
     "train_throughput_ratio", "memory_growth_mb_1000_edits", "startup_s_median",
     "keystroke_ms_median_t1", "keystroke_ms_median_t16", "keystroke_model_ms_median_t32",
     "keystroke_paint_ms_median_t32", "big_model_ms_t1024", "big_model_open_s", "explain_ms_t32",
-    "explain_loo_ms_t32", "big_model_paste_max_stall_ms",
+    "explain_loo_ms_t32", "big_model_paste_max_stall_ms", "snapshot_step_ms_median",
 ]
 
 

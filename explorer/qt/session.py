@@ -199,8 +199,9 @@ class Session(QObject):
         """Show other weights of the loaded model's architecture (a training snapshot), keeping the
         text, the selection (layer, head, position) and the trace options.
 
-        Every panel follows as for a new model: sig_model_changed (``trace`` None during it), then
-        sig_trace_changed with the trace of the same text. The loaded checkpoint stays
+        Every panel follows as for a new model: sig_model_changed, then sig_trace_changed with the
+        trace of the same text (while traces run on the GUI thread, that trace is already in place
+        during sig_model_changed; otherwise ``trace`` is None then). The loaded checkpoint stays
         :attr:`loaded_checkpoint`; ``show_snapshot(None)`` shows it again.
 
         Parameters
@@ -228,11 +229,24 @@ class Session(QObject):
         if checkpoint is self._checkpoint and step == self._snapshot_step:
             return
         self._checkpoint, self._snapshot_step = checkpoint, step
-        self._trace, self._tokens = None, []
         self._weights = {}
         self.worker.drop_queued()  # work queued for the weights shown before
+        if self.traces_off_gui_thread:  # as for a new model: no trace until the worker's arrives
+            self._trace, self._tokens = None, []
+            self.sig_model_changed.emit()
+            self._request()
+            return
+        # The new trace is in place before sig_model_changed: panels that redraw on it draw the
+        # new weights once (not an empty view first), and their second pass (sig_trace_changed)
+        # finds the same arrays.
+        self._gen += 1
+        req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal)
+        trace, exc, ms = timed(lambda: _trace(req))
+        if trace is not None:
+            self._trace = trace
+            self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped)
         self.sig_model_changed.emit()
-        self._request()  # the same encoding: one vocabulary
+        self._finish(req, trace, exc, ms)
 
     def set_text(self, text: str) -> None:
         """Set the text; the trace follows (at once, or from the worker thread).

@@ -31,7 +31,6 @@ def _plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label: st
     plot.setMouseEnabled(False, False)
     plot.setMenuEnabled(False)
     plot.hideButtons()
-    plot.showGrid(x=True, y=True, alpha=0.15)
     plot.addLegend(offset=legend, labelTextSize="8pt", verSpacing=-6, brush=(255, 255, 255, 210))
     return plot
 

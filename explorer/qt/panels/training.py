@@ -27,6 +27,7 @@ from explorer.qt.training_curves import CurvesView
 from model.over_training import TrainingCurves, curves_over_training
 
 PLAY_MS = 700  # one snapshot per this many ms while playing
+LOAD_DELAY_MS = 300  # shown this long before the snapshots are loaded
 KINDS = {"next token": "the next token", "final top-1": "the last snapshot's top-1", "given": "chosen",
          "none": "no token"}
 
@@ -47,7 +48,7 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self.source = SnapshotSource(sync=session.compute_mode == "sync", parent=self)
         self.stops: list[SliderStop] = []
         self.curves: TrainingCurves | None = None
-        self._curves_have = self._curves_asked = None
+        self._curves_have = self._curves_asked = self._curves_drawn = None
         self._known_loaded = None  # the loaded checkpoint whose snapshots the panel has looked for
         self._need_source = False
         self._adopting = False
@@ -81,6 +82,10 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self.final_button = QPushButton("Final model")
         self.final_button.setToolTip("show the model you opened again (End on the slider)")
         self.final_button.clicked.connect(lambda: self.session.show_snapshot(None))
+        self._load_timer = QTimer(self)
+        self._load_timer.setSingleShot(True)
+        self._load_timer.setInterval(LOAD_DELAY_MS)
+        self._load_timer.timeout.connect(lambda: self.is_shown() and self._ensure_source(now=True))
         self._player = QTimer(self)
         self._player.setInterval(PLAY_MS)
         self._player.timeout.connect(self._on_player_tick)
@@ -115,10 +120,19 @@ class TrainingPanel(RefreshWhenShown, QWidget):
             self.schedule_refresh()
         self._sync_slider()
 
-    def _ensure_source(self) -> None:
-        if self._need_source:
-            self._need_source = False
-            self.source.for_model(self.session.loaded_checkpoint)
+    def _ensure_source(self, now: bool = False) -> None:
+        """Load the loaded model's snapshots if not done yet: at once when ``now`` (or in sync mode),
+        else once the panel has stayed on screen for :data:`LOAD_DELAY_MS` (a dock shows each tab
+        for a moment while the window is first laid out: no loading for that)."""
+        if not self._need_source:
+            return
+        if not (now or self.source.sync):
+            if not self._load_timer.isActive():
+                self._load_timer.start()
+            return
+        self._need_source = False
+        self._load_timer.stop()
+        self.source.for_model(self.session.loaded_checkpoint)
 
     def choose_folder(self) -> None:
         """File ▸ Open Snapshot Folder: any folder of one run's checkpoints."""
@@ -150,6 +164,7 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self._describe_source()
         self.curves, self._curves_have = None, None
         self.curves_view.clear_curves()
+        self._curves_drawn = None
         self.difference.set_snapshots(view)
         if view is not None and view.snapshots and self._adopt_on_load:
             self._adopt_on_load = False
@@ -198,7 +213,7 @@ class TrainingPanel(RefreshWhenShown, QWidget):
     def show_step(self, step: int) -> None:
         """Show the snapshot at ``step`` or the last one before it (once loaded, when still loading)."""
         self._wanted_step = step
-        self._ensure_source()
+        self._ensure_source(now=True)
         view = self.source.view
         if view is None or not view.snapshots:
             return
@@ -278,6 +293,10 @@ class TrainingPanel(RefreshWhenShown, QWidget):
 
     def _draw_curves(self) -> None:
         c, s = self.curves, self.session
+        drawn = (id(c), s.layer, s.head, s.tokenizer)
+        if drawn == self._curves_drawn:
+            return  # a slider step: only the line at the step shown moves
+        self._curves_drawn = drawn
         if c is None or c.position < 0:
             self.curves_view.clear_curves()
             return
