@@ -47,7 +47,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.setBackground("w")
         self.loss = _plot(self.ci, 0, 0, "loss on this text", "nats / token")
         self.prob = _plot(self.ci, 0, 1, "next-token probability", "probability", legend=(4, 4))
-        self.mass = _plot(self.ci, 1, 0, "attention mass, selected head", "mean weight")
+        self.mass = _plot(self.ci, 1, 0, "attention mass, selected head", "mean weight", legend=(4, 4))
         self.entropy = _plot(self.ci, 1, 1, "attention entropy", "nats", legend=(-4, -4))
         self.plots = (self.loss, self.prob, self.mass, self.entropy)
         pen = lambda key, **kw: pg.mkPen(COLOURS[key], width=2, **kw)  # noqa: E731
@@ -91,7 +91,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         stats = head_curves(curves, layer, head)
         for key, item in self.mass_curves.items():
             item.setData(x, stats[key])
-        self.mass.setTitle(f"attention mass, layer {layer} head {head} (query rows 1 … T−1)")
+        self.mass.setTitle(f"attention mass, layer {layer} head {head}")
         n_layers, n_heads = curves.attn_entropy.shape[1:]
         others = [(li, h) for li in range(n_layers) for h in range(n_heads) if (li, h) != (layer, head)]
         while len(self.other_heads) < len(others):
