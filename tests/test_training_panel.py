@@ -162,3 +162,27 @@ def test_a_run_s_snapshots_stream_in(window, tmp_path, tiny_tokenizer):
     panel.source._look_again()
     assert panel.source.view.steps == [0, 5] and panel.slider.maximum() == 1
     assert "a run still writing" in panel.folder_label.text()
+
+
+def test_show_snapshot_takes_only_the_loaded_model_s_shape_and_vocabulary(qtbot, tiny_tokenizer):
+    from explorer.qt.session import Session
+
+    s = Session(compute_mode="sync")
+    with pytest.raises(ValueError, match="no model is loaded"):
+        s.show_snapshot(None)
+    s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))
+    s.set_text(TEXT)
+    with pytest.raises(ValueError, match="another shape or vocabulary"):
+        s.show_snapshot(make_tiny_checkpoint(tiny_tokenizer, d_model=32), 5)
+    with pytest.raises(ValueError, match="with its training step"):
+        s.show_snapshot(make_tiny_checkpoint(tiny_tokenizer, seed=5))
+    changed = []
+    s.sig_model_changed.connect(lambda: changed.append(s.trace))
+    snap = make_tiny_checkpoint(tiny_tokenizer, seed=5)
+    s.show_snapshot(snap, 5)
+    assert s.checkpoint is snap and s.snapshot_step == 5 and changed[0] is s.trace  # in place already
+    np.testing.assert_array_equal(s.trace.logits, snap.model.trace(s.encoding.ids).logits)
+    s.show_snapshot(snap, 5)
+    assert len(changed) == 1  # the same again: nothing
+    s.show_snapshot(None)
+    assert s.checkpoint is s.loaded_checkpoint and s.snapshot_step is None

@@ -242,9 +242,8 @@ class Session(QObject):
         self._gen += 1
         req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal)
         trace, exc, ms = timed(lambda: _trace(req))
-        if trace is not None:
-            self._trace = trace
-            self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped)
+        self._trace = trace
+        self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped) if trace is not None else []
         self.sig_model_changed.emit()
         self._finish(req, trace, exc, ms)
 
