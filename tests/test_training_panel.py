@@ -186,3 +186,40 @@ def test_show_snapshot_takes_only_the_loaded_model_s_shape_and_vocabulary(qtbot,
     assert len(changed) == 1  # the same again: nothing
     s.show_snapshot(None)
     assert s.checkpoint is s.loaded_checkpoint and s.snapshot_step is None
+
+
+def test_play_steps_through_to_the_model_you_opened(window, qtbot):
+    s, panel = window.session, window.panels["training"]
+    panel._player.setInterval(5)
+    panel.slider.setValue(1)
+    seen = []
+    s.sig_model_changed.connect(lambda: seen.append(s.snapshot_step))
+    panel.play_button.click()
+    assert panel.play_button.text() == "Pause"
+    qtbot.waitUntil(lambda: not panel.play_button.isChecked(), timeout=5000)
+    assert seen == [10, 30, None] and panel.slider.value() == 4 and panel.play_button.text() == "Play"
+    panel.play_button.click()  # from the end: starts again at the first snapshot
+    assert s.snapshot_step == 0
+    panel.play_button.click()
+
+
+def test_the_command_line_shows_a_step(monkeypatch, tmp_path, run, qapp, tiny_tokenizer, capsys):
+    import explorer.app as app_module
+
+    seen = []
+
+    def checked_render(widget, size, out, app):
+        widget.resize(*size)
+        widget.show()
+        for _ in range(3):
+            app.processEvents()
+        s = widget.session
+        seen.append((s.snapshot_step, s.trace.n_tokens, widget.panels["training"].is_shown()))
+
+    monkeypatch.setattr(app_module, "_render", checked_render)
+    args = [str(run), "--text", "the cat sat", "--screenshot", str(tmp_path / "x.png"), "--step", "12"]
+    assert app_module.main(args) == 0
+    assert seen == [(10, 3, True)]  # the last snapshot at or before step 12
+    lone = _save(tmp_path / "lone.safetensors", make_tiny_checkpoint(tiny_tokenizer), {"steps": 3})
+    assert app_module.main([str(lone), "--screenshot", str(tmp_path / "y.png"), "--step", "1"]) == 0
+    assert "--step 1: No training snapshots found for lone" in capsys.readouterr().err
