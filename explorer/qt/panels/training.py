@@ -11,6 +11,7 @@ The snapshots are loaded once, off the GUI thread, when the panel is first shown
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from PySide6.QtCore import QSignalBlocker, Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QTabWidget, QVBoxLayout, QWidget
@@ -181,8 +182,10 @@ class TrainingPanel(RefreshWhenShown, QWidget):
             self.folder_label.setText(source.message or "No snapshots.")
         else:
             live = " (a run still writing: new snapshots appear as they are saved)" if source.following else ""
-            self.folder_label.setText(f"{view.folder}: {len(view.snapshots)} snapshots, steps "
+            short = Path(*view.folder.parts[-2:])  # the whole path in the tooltip
+            self.folder_label.setText(f"{short}: {len(view.snapshots)} snapshots, steps "
                                       f"{view.steps[0]:,} to {view.steps[-1]:,}{live}")
+        self.folder_label.setToolTip(str(view.folder) if view is not None else "")
         skipped = view.skipped if view is not None else ()
         lines = [f"{os.path.relpath(s.path, view.folder)}: {s.reason}" for s in skipped]
         self.skipped_label.setText(f"{len(lines)} file(s) skipped: " + "; ".join(lines[:4])
