@@ -111,3 +111,14 @@ def test_snapshots_stream_in_and_cancel_saves_the_model_reached(window, corpus, 
     saved = load_checkpoint(out)
     assert saved.training["interrupted"] is True and 0 < saved.training["steps"] < 200_000
     assert window.session.checkpoint.path == out and dialog.summary.text().startswith("stopped at step")
+
+
+def test_replacing_a_model_is_asked_first(window, corpus, dialogs):
+    dialog = open_train_dialog(window)
+    out = corpus.with_name("tiny.safetensors")
+    out.write_bytes(b"an earlier model")
+    dialog.set_choice(_choice(corpus))
+    dialogs.confirm_answer = False
+    assert dialog.problem.text() == "" and dialog.start() is False and dialog.run is None
+    assert "tiny.safetensors exists" in dialogs.confirms[0][1] and out.read_bytes() == b"an earlier model"
+    assert not corpus.with_name("tiny-text").exists()  # nothing split or written

@@ -120,6 +120,10 @@ def test_without_a_validation_file_a_tenth_of_the_stories_is_held_out(texts):
     assert len(data.read_stories([train])) == 18
     args = build_parser().parse_args(argv)  # what the process gets parses
     assert args.corpus == [str(train)] and args.snapshots == 4
+    (texts / "m-snapshots").mkdir()
+    (texts / "m-snapshots" / "step-000000.safetensors").write_bytes(b"an earlier run's")
+    assert "already holds snapshots of an earlier run" in check(choice)
+    assert check(TrainChoice(**{**choice.__dict__, "snapshots": 0})) == ""
 
 
 def test_the_text_check_reads_only_the_start_and_names_the_fault(tmp_path):

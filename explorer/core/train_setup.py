@@ -15,6 +15,7 @@ from pathlib import Path
 
 from model import data
 from model.config import GPTConfig
+from model.snapshots import CHECKPOINT_SUFFIXES
 from model.tokenizer import EOT
 from model.train_args import TrainError, build_parser, check_args
 
@@ -106,6 +107,10 @@ def check(choice: TrainChoice) -> str:
             data.check_text_file(path)
     except (TrainError, data.CorpusError) as exc:
         return str(exc)
+    folder = snapshot_dir(choice.out)
+    if choice.snapshots and folder.is_dir() and any(p.suffix in CHECKPOINT_SUFFIXES for p in folder.iterdir()):
+        return (f"{folder} already holds snapshots of an earlier run: choose another name for the model "
+                "(or move that folder), so that the runs' snapshots are not mixed")
     if not choice.val and any(Path(p).resolve() in held_out_paths(choice.out) for p in choice.corpus):
         return f"a training text is the hold-out file it would be split into ({held_out_paths(choice.out)[0].parent})"
     return ""

@@ -181,6 +181,9 @@ class TrainDialog(QDialog):
         if self.explain() or (self.run is not None and self.run.running):
             return False
         choice = self.choice()
+        if Path(choice.out).exists() and not dialogs.confirm(
+                self, "Train New Model", f"{choice.out} exists. Replace it with the model this run trains?"):
+            return False
         if choice.val is None and not self._hold_out(choice):
             return False
         out = Path(choice.out)
