@@ -79,6 +79,7 @@ def test_a_run_ends_and_its_model_opens_with_its_snapshots(window, corpus, qtbot
     assert dialog.run.log.status == "done" and dialog.run.log.step == 30 and len(dialog.run.log.losses) == 30
     assert dialog.raw.getData()[0].tolist() == list(range(1, 31)) and len(dialog.val_curve.getData()[0]) >= 1
     assert dialog.summary.text().startswith("done: saved") and dialog.start_button.isEnabled()
+    assert dialog.out.text() == str(corpus.with_name("tiny-2.safetensors"))  # the next run's own name
     s = window.session
     assert s.checkpoint.path == out and s.config.d_model == 16 and s.config.n_heads == 2
     assert load_checkpoint(out).training["steps"] == 30

@@ -11,7 +11,7 @@ import pytest
 
 from explorer.core.train_log import TrainLog, duration
 from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
-                                       split_for_validation)
+                                       next_free_name, split_for_validation)
 from explorer.core.training_views import largest_changes, nearest_index, slider_stops, step_ticks, step_x
 from model import data
 from model.train_args import build_parser
@@ -124,6 +124,9 @@ def test_without_a_validation_file_a_tenth_of_the_stories_is_held_out(texts):
     (texts / "m-snapshots" / "step-000000.safetensors").write_bytes(b"an earlier run's")
     assert "already holds snapshots of an earlier run" in check(choice)
     assert check(TrainChoice(**{**choice.__dict__, "snapshots": 0})) == ""
+    assert next_free_name(choice.out) == str(texts / "m-2.safetensors")  # m-snapshots exists
+    (texts / "m-2.safetensors").write_bytes(b"")
+    assert next_free_name(texts / "m-2.safetensors") == str(texts / "m-3.safetensors")
 
 
 def test_the_text_check_reads_only_the_start_and_names_the_fault(tmp_path):

@@ -66,6 +66,18 @@ def snapshot_dir(out: str | os.PathLike) -> Path:
     return Path(out).with_name(Path(out).stem + "-snapshots")
 
 
+def next_free_name(out: str | os.PathLike) -> str:
+    """``out``, or ``STEM-2.safetensors``, ``STEM-3``, ... : the first whose file and snapshot
+    folder do not exist (the name proposed for the next run)."""
+    path = Path(out)
+    stem = path.stem.rsplit("-", 1)[0] if path.stem.rsplit("-", 1)[-1].isdigit() else path.stem
+    n = 1
+    while path.exists() or snapshot_dir(path).exists():
+        n += 1
+        path = path.with_name(f"{stem}-{n}{path.suffix}")
+    return str(path)
+
+
 def command_args(choice: TrainChoice, log_file: str | os.PathLike | None = None) -> list[str]:
     """The arguments of ``python -m model.train`` for a choice (on the hold-out split's files
     when no validation file was chosen)."""

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QDialog, QFormLayout, QHBoxLayout, QLabel, QLineE
 
 from explorer.core.train_log import duration
 from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
-                                       snapshot_dir, split_for_validation)
+                                       next_free_name, snapshot_dir, split_for_validation)
 from explorer.qt import dialogs
 from explorer.qt.background import run_with_progress
 from explorer.qt.heatmap import NOTE_STYLE
@@ -125,7 +125,7 @@ class TrainDialog(QDialog):
         self.corpus.clear()
         self.corpus.addItems(list(choice.corpus))
         self.val.setText(choice.val or "")
-        self.out.setText(choice.out or str(Path(self.folder or Path.home()) / "my-model.safetensors"))
+        self.out.setText(choice.out or next_free_name(Path(self.folder or Path.home()) / "my-model.safetensors"))
         for key, box in self.spins.items():
             box.setValue(getattr(choice, key))
         self.explain()
@@ -239,6 +239,7 @@ class TrainDialog(QDialog):
         if saved:
             what = "done" if code == 0 else f"stopped at step {log.step:,} of {log.steps:,}"
             self.summary.setText(f"{what}: saved {out} ({spent} of training); it is now open.")
+            self.out.setText(next_free_name(out))  # a next run gets a name (and snapshot folder) of its own
             self.sig_open.emit(str(out))
         elif code == 2:
             self.problem.setText(run.error_line())
