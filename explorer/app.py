@@ -1,7 +1,7 @@
 """The ``transformer-explorer`` command (also ``python -m explorer``).
 
     transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
-                         [--screenshot OUT.png [--panel NAME] [--size WxH]]
+                         [--step N] [--screenshot OUT.png [--panel NAME] [--size WxH]]
 
 Opens the main window on PATH (a checkpoint file or folder, or ``hf:REPO_ID[@REVISION]`` for a model
 on the Hugging Face Hub), or on the default checkpoint in assets/. With ``--screenshot`` it renders
@@ -77,6 +77,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
                    "llama2.c tokenizer.bin, GPT-2 folder), where it is not beside the file (else asked)")
     p.add_argument("--book", action="store_true", help="open the attention variants on the book's worked "
                    "example (Raschka, ch. 3: 'Your journey starts with one step')")
+    p.add_argument("--step", type=int, metavar="N", help="show the model's training snapshot at step N (or the "
+                   "last one before it) in every panel: the Training panel's slider")
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
@@ -198,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         widget = factory(window.session) if factory else window
         if args.book:
             _show_book(widget if args.panel == "variants" else window)
+        if args.step is not None:
+            if args.panel is None:  # its tab forward, once the window is shown (before, it does not hold)
+                from PySide6.QtCore import QTimer
+
+                QTimer.singleShot(0, window.docks["training"].raise_)
+            _show_step(widget if args.panel == "training" else window.panels["training"], args.step)
         try:
             _render(widget, args.size, args.screenshot, app)
         except OSError as exc:  # an unwritable place: one line, not a traceback
@@ -214,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     _load(window, args)
     if args.book:
         _show_book(window)
+    if args.step is not None:
+        window.docks["training"].raise_()
+        _show_step(window.panels["training"], args.step)
     window.statusBar().clearMessage()
     if args.startup_time:
         app.processEvents()
@@ -237,6 +248,14 @@ def _show_book(widget) -> None:
         return
     widget.panels["variants"].set_source("book")
     widget.docks["variants"].raise_()
+
+
+def _show_step(panel, step: int) -> None:
+    """Show the training snapshot at ``step`` (or the last before it) through the Training panel;
+    says so on stderr when the model has no snapshots."""
+    panel.show_step(step)
+    if panel.source.view is None and not panel.source.loading:
+        print(f"transformer-explorer: --step {step}: {panel.source.message}", file=sys.stderr)
 
 
 def _load(window, args) -> bool:

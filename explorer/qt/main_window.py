@@ -17,6 +17,7 @@ from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
 from explorer.qt.stored import read_bytes, read_folder, read_str_list
+from explorer.qt.train_dialog import open_train_dialog
 from model import Checkpoint
 from model.checkpoint import CheckpointError
 from model.formats.hub import is_hub_spec
@@ -24,6 +25,7 @@ from model.formats.hub import is_hub_spec
 APP_NAME = "Transformer Explorer"
 MAX_RECENT = 8
 ICON = ASSETS / "icons" / "transformer-explorer.svg"
+SNAPSHOT_NOTE = "Training panel: Final model or End goes back"
 
 
 def default_settings() -> QSettings:
@@ -138,6 +140,9 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
         self._action(file_menu, "Save &As…", self._on_save_as_triggered, QKeySequence("Ctrl+Shift+S"))
+        file_menu.addSeparator()
+        self._action(file_menu, "Open S&napshot Folder…", self._on_open_snapshots_triggered)
+        self._action(file_menu, "&Train New Model…", lambda: open_train_dialog(self))
         self.export_menu = ExportMenu(self, file_menu.addMenu("&Export"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
@@ -260,6 +265,12 @@ class MainWindow(QMainWindow):
         if spec:
             self.open_checkpoint(spec)
 
+    def _on_open_snapshots_triggered(self) -> None:
+        """File ▸ Open Snapshot Folder: the Training panel scrubs any folder of one run's checkpoints."""
+        self.docks["training"].show()
+        self.docks["training"].raise_()
+        self.panels["training"].choose_folder()
+
     # ---- recent files --------------------------------------------------------------------------------
     def recent_files(self) -> list[str]:
         """Recently opened files and folders that still exist, and Hub models (``hf:REPO_ID``), newest
@@ -307,6 +318,9 @@ class MainWindow(QMainWindow):
     def _update_title(self) -> None:
         ckpt = self.session.checkpoint
         name = ckpt.name if ckpt is not None else "no model"
+        step = self.session.snapshot_step
+        if step is not None:  # a training snapshot of it (the Training panel)
+            name = f"{self.session.loaded_checkpoint.name} at training step {step:,} ({SNAPSHOT_NOTE})"
         self.setWindowTitle(f"{APP_NAME} — {name}" + (f" ({self.model_note})" if self.model_note else ""))
 
     def _update_status(self) -> None:
@@ -315,7 +329,8 @@ class MainWindow(QMainWindow):
             self.status.setText("no model loaded")
             return
         n = s.trace.n_tokens if s.trace is not None else 0
-        parts = [s.checkpoint.name if not self.model_note else "random model",
+        shown = s.checkpoint.name if s.snapshot_step is None else f"snapshot of step {s.snapshot_step:,} ({SNAPSHOT_NOTE})"
+        parts = [shown if not self.model_note else "random model",
                  f"{n}/{s.config.context_length} tokens",
                  f"model {s.last_model_ms:.1f} ms, drawing {s.last_draw_ms:.1f} ms"]
         bad = s.trace.nonfinite if s.trace is not None else None

@@ -54,6 +54,11 @@ def _trace(request: _Request) -> Trace:
     return trace
 
 
+def _same_vocabulary(a, b) -> bool:
+    """Whether two tokenizers (or None) encode alike: one object, or the same serialized vocabulary."""
+    return a is b or (a is not None and b is not None and a.to_json() == b.to_json())
+
+
 class Session(QObject):
     """Current checkpoint, text, trace, selection and trace options, with change signals.
 
@@ -86,6 +91,8 @@ class Session(QObject):
             raise ValueError(f"compute_mode must be auto, sync or async, got {compute_mode!r}")
         self.compute_mode = compute_mode
         self._checkpoint: Checkpoint | None = None
+        self._loaded: Checkpoint | None = None  # what set_checkpoint made current (show_snapshot swaps others in)
+        self._snapshot_step: int | None = None
         self._text = ""
         self._encoding = _EMPTY
         self._trace: Trace | None = None
@@ -108,7 +115,12 @@ class Session(QObject):
         self.worker = Worker(self)
 
     # ---- read-only state -------------------------------------------------------------------
-    checkpoint = property(lambda self: self._checkpoint, doc="The loaded model.Checkpoint, or None.")
+    checkpoint = property(lambda self: self._checkpoint,
+                          doc="The model.Checkpoint shown (the loaded one, or a snapshot of it), or None.")
+    loaded_checkpoint = property(lambda self: self._loaded,
+                                 doc="The checkpoint set_checkpoint made current (also while a snapshot is shown).")
+    snapshot_step = property(lambda self: self._snapshot_step,
+                             doc="Training step of the snapshot shown (show_snapshot), or None for the loaded model.")
     model = property(lambda self: self._checkpoint.model if self._checkpoint else None, doc="The GPT, or None.")
     tokenizer = property(lambda self: self._checkpoint.tokenizer if self._checkpoint else None,
                          doc="The Tokenizer, or None (also None for a model without a vocabulary).")
@@ -165,7 +177,8 @@ class Session(QObject):
 
         During sig_model_changed ``trace`` is None; sig_trace_changed follows with the new trace.
         """
-        self._checkpoint = checkpoint
+        self._checkpoint = self._loaded = checkpoint
+        self._snapshot_step = None
         self._trace, self._tokens = None, []  # the old trace belongs to the old model
         self._weights = {}
         self.worker.drop_queued()  # work queued for the old model
@@ -181,6 +194,58 @@ class Session(QObject):
         self._slow = self.last_model_ms > ASYNC_MS
         self.sig_model_changed.emit()
         self._request()
+
+    def show_snapshot(self, checkpoint: Checkpoint | None, step: int | None = None) -> None:
+        """Show other weights of the loaded model's architecture (a training snapshot), keeping the
+        text, the selection (layer, head, position) and the trace options.
+
+        Every panel follows as for a new model: sig_model_changed, then sig_trace_changed with the
+        trace of the same text (while traces run on the GUI thread, that trace is already in place
+        during sig_model_changed; otherwise ``trace`` is None then). The loaded checkpoint stays
+        :attr:`loaded_checkpoint`; ``show_snapshot(None)`` shows it again.
+
+        Parameters
+        ----------
+        checkpoint : Checkpoint or None
+            Same config and vocabulary as the loaded checkpoint; None (or the loaded checkpoint
+            itself) for the loaded model.
+        step : int, optional
+            The snapshot's training step, for the title and status bar (required for a snapshot).
+
+        Raises
+        ------
+        ValueError
+            When no model is loaded, or the snapshot differs from it in shape or vocabulary.
+        """
+        loaded = self._loaded
+        if loaded is None:
+            raise ValueError("no model is loaded to show a snapshot of")
+        if checkpoint is None or checkpoint is loaded:
+            checkpoint, step = loaded, None
+        elif checkpoint.config != loaded.config or not _same_vocabulary(checkpoint.tokenizer, loaded.tokenizer):
+            raise ValueError(f"{checkpoint.name} is not a snapshot of {loaded.name}: another shape or vocabulary")
+        elif step is None:
+            raise ValueError("a snapshot is shown with its training step")
+        if checkpoint is self._checkpoint and step == self._snapshot_step:
+            return
+        self._checkpoint, self._snapshot_step = checkpoint, step
+        self._weights = {}
+        self.worker.drop_queued()  # work queued for the weights shown before
+        if self.traces_off_gui_thread:  # as for a new model: no trace until the worker's arrives
+            self._trace, self._tokens = None, []
+            self.sig_model_changed.emit()
+            self._request()
+            return
+        # The new trace is in place before sig_model_changed: panels that redraw on it draw the
+        # new weights once (not an empty view first), and their second pass (sig_trace_changed)
+        # finds the same arrays.
+        self._gen += 1
+        req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal)
+        trace, exc, ms = timed(lambda: _trace(req))
+        self._trace = trace
+        self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped) if trace is not None else []
+        self.sig_model_changed.emit()
+        self._finish(req, trace, exc, ms)
 
     def set_text(self, text: str) -> None:
         """Set the text; the trace follows (at once, or from the worker thread).

@@ -13,6 +13,7 @@ from explorer.qt.panels.next_token import NextTokenPanel
 from explorer.qt.panels.positional import PositionalPanel
 from explorer.qt.panels.qkv import QKVPanel
 from explorer.qt.panels.tokens import TokensPanel
+from explorer.qt.panels.training import TrainingPanel
 from explorer.qt.panels.variants import VariantsPanel
 
 PANELS = [
@@ -25,6 +26,7 @@ PANELS = [
     ("positional", "Positional encoding and order", PositionalPanel),
     ("formula", "Attention formula", FormulaPanel),
     ("variants", "Attention variants", VariantsPanel),
+    ("training", "Training", TrainingPanel),
 ]
 
 
