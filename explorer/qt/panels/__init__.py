@@ -14,6 +14,7 @@ from explorer.qt.panels.positional import PositionalPanel
 from explorer.qt.panels.qkv import QKVPanel
 from explorer.qt.panels.tokens import TokensPanel
 from explorer.qt.panels.variants import VariantsPanel
+from explorer.qt.panels.why import WhyPanel
 
 PANELS = [
     ("tokens", "Text and tokens", TokensPanel),
@@ -25,6 +26,7 @@ PANELS = [
     ("positional", "Positional encoding and order", PositionalPanel),
     ("formula", "Attention formula", FormulaPanel),
     ("variants", "Attention variants", VariantsPanel),
+    ("why", "Why this prediction?", WhyPanel),
 ]
 
 
