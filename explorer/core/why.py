@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from model.explain import Explanation, WhatIf, attention_entropy, explain, what_if
+from model.explain import Explanation, WhatIf, attention_entropy, explain, prediction, what_if
 from model.interventions import Interventions
 from model.records import Trace
 
@@ -32,7 +32,8 @@ class WhyRequest:
 
     ``target`` None is the top-1 at ``position``; ``head`` is the layer-0 head whose scores are
     split into terms; ``temperature`` the τ of the what-if knob; ``tokens`` the trace's token
-    texts (for drawing the result).
+    texts (for drawing the result); ``what_ifs`` False leaves the what-ifs out (three traces: only
+    while their tab is shown).
     """
 
     trace: Trace
@@ -42,6 +43,7 @@ class WhyRequest:
     temperature: float = 2.0
     top_k: int = 5
     tokens: tuple[str, ...] = ()
+    what_ifs: bool = True
 
 
 @dataclass(frozen=True)
@@ -57,27 +59,26 @@ class Plain:
 @dataclass(frozen=True)
 class WhyResult:
     """An explanation and the what-ifs: baseline (the trace itself), the 1/√d_head scale flipped,
-    τ, and the causal mask flipped; ``plain`` is set while heads are switched off."""
+    τ, and the causal mask flipped (empty when not asked for); ``plain`` is set while heads are
+    switched off."""
 
     explanation: Explanation
     what_ifs: tuple[WhatIf, ...]
     plain: Plain | None
 
 
-def job_passes(n_sources: int, n_tokens: int, ablated: bool) -> int:
+def job_passes(n_sources: int, n_tokens: int, ablated: bool, what_ifs: bool = True) -> int:
     """About how many forward passes of T tokens :func:`why_job` costs: the lens, attribution and
     score terms about one; leave-one-out one batched forward of S copies (measured at T = 32 on the
-    default model: 1.6 traces' time for S = 32); three what-if traces at about 1.5 each; one more
+    default model: 1.6 traces' time for S = 32); three what-if traces at about 1.2 each; one more
     trace while heads are switched off."""
     loo = 1 + n_sources / max(n_tokens, 1)
-    return math.ceil(1 + loo + 3 * 1.5 + (1 if ablated else 0))
+    return math.ceil(1 + loo + (3 * 1.2 if what_ifs else 0) + (1 if ablated else 0))
 
 
 def baseline(tr: Trace, position: int, target: int, top_k: int) -> WhatIf:
     """The trace itself as the what-if table's first row (no model run)."""
-    p = tr.probs[position]
-    order = np.argsort(-p, kind="stable")[:top_k]
-    return WhatIf("baseline", tr, attention_entropy(tr), tuple((int(i), float(p[i])) for i in order), float(p[target]))
+    return WhatIf("baseline", tr, attention_entropy(tr), *prediction(tr.logits[position], target, top_k))
 
 
 def why_job(checkpoint, request: WhyRequest) -> WhyResult:
@@ -87,19 +88,21 @@ def why_job(checkpoint, request: WhyRequest) -> WhyResult:
     t = ex.target_id
     forced = tr.interventions.scale_scores if tr.interventions is not None else None
     scaled = model.config.scale_scores if forced is None else forced
-    runs = [baseline(tr, i, t, request.top_k),
-            what_if(model, tr, i, t, scale_scores=not scaled, top_k=request.top_k,
-                    knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
-            what_if(model, tr, i, t, temperature=request.temperature, top_k=request.top_k),
-            what_if(model, tr, i, t, causal=not tr.causal, top_k=request.top_k)]
+    runs = []
+    if request.what_ifs:
+        k = request.top_k
+        runs = [baseline(tr, i, t, k),
+                what_if(model, tr, i, t, scale_scores=not scaled, top_k=k,
+                        knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
+                what_if(model, tr, i, t, temperature=request.temperature, top_k=k),
+                what_if(model, tr, i, t, causal=not tr.causal, top_k=k)]
     plain = None
     if tr.interventions is not None and tr.interventions.ablate:
         free = replace(tr.interventions, ablate=())
         p = model.trace(tr.token_ids.tolist(), positional_encoding=tr.positional_encoding, causal=tr.causal,
                         interventions=free)
-        probs = p.probs[i]
-        top = int(np.argmax(probs))
-        plain = Plain(float(p.logits[i, t]), float(probs[t]), top, float(probs[top]))
+        ((top, top_prob),), prob = prediction(p.logits[i], t, 1)
+        plain = Plain(float(p.logits[i, t]), prob, top, top_prob)
     return WhyResult(ex, tuple(runs), plain)
 
 
@@ -178,7 +181,7 @@ def sink_paragraph(ex: Explanation, tokens: list[str], name: Name) -> str:
     if i == 0 and ex.causal:
         return "Attention on the first token: the query is the first token, which can only attend to itself."
     a0 = float(mean_attention(ex)[0])
-    where = "averaged over layers and heads" if ex.attention.shape[0] * ex.attention.shape[1] > 1 else "of its head"
+    where = "averaged over layers and heads" if ex.attention.shape[0] * ex.attention.shape[1] > 1 else "layer 0, head 0"
     mean = "" if math.isnan(ex.first_token_mean) else (
         f" (over every query after the first, {ex.first_token_mean:.3f} on average)")
     text = (f"Attention sink: query {i} puts {a0:.3f} of its attention ({where}) on the first token "

@@ -71,7 +71,8 @@ class LensTable(QTableWidget):
                 set_cell(self, r, c, f"{token_label(name, 14)}  {p:.3f}" if tid >= 0 else "",
                          bold=tid == target, shade=TARGET if tid == target else None)
             set_cell(self, k, c, f"p = {target_prob:.3f}", bold=True)
-        self.setFixedHeight(self.horizontalHeader().height() + (k + 1) * 20 + 2 * self.frameWidth() + 18)
+        bar = self.horizontalScrollBar().sizeHint().height()  # room for it when the stages overflow
+        self.setFixedHeight(self.horizontalHeader().height() + (k + 1) * 20 + 2 * self.frameWidth() + bar + 2)
 
 
 class SourceBars(pg.GraphicsLayoutWidget):
@@ -198,8 +199,10 @@ class WhatIfView(QWidget):
         self.plot.hideButtons()
         self.plot.setLabel("left", "entropy (bits)")
         self.legend = self.plot.addLegend(offset=(-5, 5))
-        self.curves = [self.plot.plot(pen=pg.mkPen(c, width=2), symbol="o", symbolSize=5, symbolBrush=c, name=" ")
-                       for c in CURVE_COLOURS[:4]]
+        # One entry per row of the table, made once; only a label whose text changes is set again
+        # (pyqtgraph lays out every legend label in HTML: rebuilding them cost about 20 ms a draw).
+        self.curves = [self.plot.plot(pen=pg.mkPen(c, width=2), name=f"row {k}")
+                       for k, c in enumerate(CURVE_COLOURS[:4])]
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.table)
@@ -215,15 +218,16 @@ class WhatIfView(QWidget):
             for c, text in enumerate(cells):
                 set_cell(self.table, r, c, text, bold=r == 0)
         self.table.setFixedHeight(self.table.horizontalHeader().height() + len(rows) * 20 + 4)
-        self.legend.clear()
         T = len(tokens)
-        for k, curve in enumerate(self.curves):
+        for k, (curve, (_, label)) in enumerate(zip(self.curves, self.legend.items)):
             if k < len(curves):
                 curve.setData(np.arange(T, dtype=float), curves[k])
-                self.legend.addItem(curve, rows[k][0])
+                if label.text != rows[k][0]:
+                    label.setText(rows[k][0])
             else:
                 curve.setData([], [])
-        self.plot.setTitle(title)
+        if self.plot.titleLabel.text != title:
+            self.plot.setTitle(title)
         axis = self.plot.getAxis("bottom")
         axis.setTicks([[(float(i), label) for i, label in enumerate(axis_labels(tokens))], []])
         top = max([float(np.nanmax(c)) for c in curves if c.size] + [1.0])

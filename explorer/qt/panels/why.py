@@ -11,7 +11,9 @@ nothing elsewhere.
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import time
 
 import numpy as np
 from PySide6.QtCore import QSignalBlocker
@@ -42,7 +44,11 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.session = session
         self.target = ExplainTarget.of(session)
         self.result: why.WhyResult | None = None  # the explanation drawn
+        self.request: why.WhyRequest | None = None  # what it answers
+        self._drawn_tabs: set[int] = set()  # tabs drawn from ``result`` (the others when shown)
         self.drawn_trace = None  # the trace it explains (benchmarks wait for the newest)
+        self.last_draw_ms = 0.0  # how long drawing the last result took, on the GUI thread
+        self.last_job_ms = 0.0  # how long its job ran
         self.waiting = False
         self._build_header()
         self._build_tabs()
@@ -108,6 +114,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.tabs.addTab(influence, "Attention vs influence")
         self.tabs.addTab(knobs, "Heads and what-ifs")
         self.tabs.addTab(self.terms, "Score terms")
+        self.tabs.currentChanged.connect(self._on_tabs_current_changed)
         header = QHBoxLayout()
         for w in (QLabel("explain"), self.target_box, self.top1_button, self.status):
             header.addWidget(w)
@@ -200,7 +207,9 @@ class WhyPanel(RefreshWhenShown, QWidget):
         head = min(s.head, s.config.n_heads - 1)
         request = why.WhyRequest(s.trace, pos, self.target.target, head, self.tau_box.value(), TOP_K, tuple(s.tokens))
         S = pos + 1 if s.trace.causal else s.trace.n_tokens
-        passes = why.job_passes(S, s.trace.n_tokens, bool(s.interventions.ablate))
+        what_ifs = self.tabs.currentIndex() == 1  # three more traces: only while they are shown
+        request = dataclasses.replace(request, what_ifs=what_ifs)
+        passes = why.job_passes(S, s.trace.n_tokens, bool(s.interventions.ablate), what_ifs)
         self.waiting = True
         s.submit(self, why.why_job, request, self._on_result, passes=passes, inline_ms=INLINE_MS)
         if self.waiting:
@@ -214,10 +223,13 @@ class WhyPanel(RefreshWhenShown, QWidget):
             self.status.setStyleSheet(NOTE_STYLE)
             return
         self.status.setText(f"({result.ms:.0f} ms)")
+        self.last_job_ms = result.ms
         self.status.setStyleSheet("")
-        self.result = result.value
-        self.drawn_trace = result.inputs.trace
+        self.result, self.request = result.value, result.inputs
+        t0 = time.perf_counter()
         self._draw(result.value, result.inputs)
+        self.drawn_trace = result.inputs.trace
+        self.last_draw_ms = (time.perf_counter() - t0) * 1e3
 
     # ---- drawing -------------------------------------------------------------------------------------
     def _draw(self, r: why.WhyResult, req: why.WhyRequest) -> None:
@@ -227,6 +239,33 @@ class WhyPanel(RefreshWhenShown, QWidget):
         describe = req.trace.interventions.describe() if req.trace.interventions is not None else ""
         self.ablation.setText(why.plain_note(r, name, describe))
         self.ablation.setVisible(r.plain is not None)
+        self._on_session_interventions_changed()
+        self._drawn_tabs = set()
+        self._draw_tab(self.tabs.currentIndex())
+
+    def _on_tabs_current_changed(self, index: int) -> None:
+        if self.result is None:
+            return
+        if index == 1 and not self.result.what_ifs:
+            self.refresh()  # the what-ifs are computed only while their tab is shown
+        else:
+            self._draw_tab(index)
+
+    def _draw_tab(self, index: int) -> None:
+        """Draw one tab from the result (each tab once per result: hidden tabs are drawn when shown)."""
+        r, req = self.result, self.request
+        if index in self._drawn_tabs or r is None:
+            return
+        self._drawn_tabs.add(index)
+        if index == 0:
+            self._draw_influence(r.explanation, list(req.tokens))
+        elif index == 1:
+            self._draw_what_ifs(r, list(req.tokens))
+        else:
+            self._draw_terms(r.explanation, req)
+
+    def _draw_influence(self, ex, tokens: list[str]) -> None:
+        name = self.token_name
         positional = self.session.config.positional
         columns = [(why.stage_title(st.stage, positional), st.kl_to_final,
                     [(t, name(t), p) for t, p in st.top_k], st.target_prob) for st in ex.logit_lens]
@@ -241,9 +280,6 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.disagree.setText(why.disagreement_note(ex, tokens))
         self.sink.setText(why.sink_paragraph(ex, tokens, name))
         self.sums.setText(why.sum_check(ex))
-        self._on_session_interventions_changed()
-        self._draw_what_ifs(r, tokens)
-        self._draw_terms(ex, req)
 
     def _fill_target_box(self, ex) -> None:
         final = ex.logit_lens[-1].top_k
@@ -278,7 +314,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.terms.show_terms(ex.score_terms, scores, list(req.tokens), req.head)
 
     def _clear(self, message: str) -> None:
-        self.result = self.drawn_trace = None
+        self.result = self.request = self.drawn_trace = None
+        self._drawn_tabs = set()
         self.summary.setText(message)
         self.ablation.setVisible(False)
         self.status.setText("")
