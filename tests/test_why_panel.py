@@ -82,6 +82,23 @@ def test_the_panel_shows_the_numbers_of_explain(qtbot, session):
     assert panel.result.explanation.position == 2 and panel.bars.values.shape == (3, 3)
 
 
+def test_one_token_no_tokens_and_no_causal_mask(qtbot, session):
+    panel = shown(qtbot, WhyPanel(session))
+    session.set_text("the")
+    ex = panel.result.explanation
+    assert ex.n_sources == 1 and "can only attend to itself" in panel.sink.text()
+    assert "Too few earlier tokens" in panel.disagree.text() and panel.bars.values.shape == (3, 1)
+    session.set_text("")
+    assert panel.result is None and "type some text" in panel.summary.text()
+    session.set_text(TEXT)
+    session.set_causal(False)
+    session.set_position(1)  # every key is a source; leave-one-out for the later ones too
+    ref = explain(session.model, session.trace, 1)
+    assert panel.result.explanation.n_sources == 6 and not ref.causal
+    np.testing.assert_allclose(panel.bars.values[2], ref.leave_one_out, equal_nan=True)
+    assert np.isnan(panel.bars.values[2, 1]) and "(query)" in panel.bars.rows[1]
+
+
 def test_the_target_is_chosen_in_the_panel_and_kept_while_typing(qtbot, session):
     panel = shown(qtbot, WhyPanel(session))
     top = panel.result.explanation.logit_lens[-1].top_k

@@ -84,7 +84,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             half = (tile - self.GAP) / 2
             self.plot.getAxis("left").setTicks([[(i * tile + half, f"L{i}") for i in range(shape[0])], []])
             self.plot.getAxis("top").setTicks([[(h * tile + half, name) for h, name in enumerate(names)], []])
-            self.set_off(self.off)
+            self._shade()
         if self.selected is not None:
             self.mark(*self.selected)
         settle_view(self.plot.getViewBox())
@@ -120,7 +120,11 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 
     def set_off(self, off: tuple[tuple[int, int], ...]) -> None:
         """Shade the tiles of the heads switched off."""
-        self.off = tuple(off)
+        if tuple(off) != self.off:
+            self.off = tuple(off)
+            self._shade()
+
+    def _shade(self) -> None:
         for item in self._shades:
             self.plot.removeItem(item)
         self._shades = []

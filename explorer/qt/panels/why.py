@@ -11,7 +11,6 @@ nothing elsewhere.
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import time
 
@@ -205,10 +204,10 @@ class WhyPanel(RefreshWhenShown, QWidget):
             self._clear(f"The logits after position {pos} are not numbers (NaN or inf): nothing to explain.")
             return
         head = min(s.head, s.config.n_heads - 1)
-        request = why.WhyRequest(s.trace, pos, self.target.target, head, self.tau_box.value(), TOP_K, tuple(s.tokens))
-        S = pos + 1 if s.trace.causal else s.trace.n_tokens
         what_ifs = self.tabs.currentIndex() == 1  # three more traces: only while they are shown
-        request = dataclasses.replace(request, what_ifs=what_ifs)
+        request = why.WhyRequest(s.trace, pos, self.target.target, head, self.tau_box.value(), TOP_K,
+                                 tuple(s.tokens), what_ifs)
+        S = pos + 1 if s.trace.causal else s.trace.n_tokens
         passes = why.job_passes(S, s.trace.n_tokens, bool(s.interventions.ablate), what_ifs)
         self.waiting = True
         s.submit(self, why.why_job, request, self._on_result, passes=passes, inline_ms=INLINE_MS)
