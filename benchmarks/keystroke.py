@@ -98,13 +98,14 @@ def with_why_panel(app, window, n_tokens: int = 32, edits: int = 200) -> dict[st
     editor.setPlainText(text_of(n_tokens))
     editor.moveCursor(QTextCursor.MoveOperation.End)
     editor.setFocus()
-    _turns_until_drawn(app, session, panel)
+    _turns_until_drawn(app, session, panel, None)
     parts = {"keystroke": [], "drawn": [], "turn": [], "job": [], "draw": []}
     for i in range(edits):
+        before = session.trace
         t0 = time.perf_counter()
         QTest.keyClick(editor, Qt.Key.Key_S if i % 2 == 0 else Qt.Key.Key_Backspace)
         click = (time.perf_counter() - t0) * 1e3
-        turns, k = _turns_until_drawn(app, session, panel)
+        turns, k = _turns_until_drawn(app, session, panel, before)
         parts["drawn"].append((time.perf_counter() - t0) * 1e3)
         parts["keystroke"].append(click + sum(turns[:max(k, 1)]))  # the rounds before the result arrived
         parts["turn"].append(max(turns[k:]) if k >= 1 else float("nan"))
@@ -125,9 +126,10 @@ def with_why_panel(app, window, n_tokens: int = 32, edits: int = 200) -> dict[st
     return out
 
 
-def _turns_until_drawn(app, session, panel, timeout_s: float = 10.0) -> tuple[list[float], int]:
-    """Run the event loop until the Why panel has drawn the explanation of the session's newest
-    trace and three rounds have found nothing to do. Returns the ms of each ``processEvents``
+def _turns_until_drawn(app, session, panel, before, timeout_s: float = 10.0) -> tuple[list[float], int]:
+    """Run the event loop until the session has a trace other than ``before`` (a slow trace comes
+    from the worker thread), the Why panel has drawn its explanation, and three rounds have found
+    nothing to do. Returns the ms of each ``processEvents``
     round that did work (waiting for the worker thread between rounds is left out) and the index
     of the round in which the explanation was drawn."""
     turns, end, drawn_at = [], time.perf_counter() + timeout_s, -1
@@ -138,7 +140,7 @@ def _turns_until_drawn(app, session, panel, timeout_s: float = 10.0) -> tuple[li
         t = time.perf_counter()
         app.processEvents()
         ms = (time.perf_counter() - t) * 1e3
-        drawn = panel.drawn_trace is not None and panel.drawn_trace is session.trace
+        drawn = session.trace is not before and panel.drawn_trace is session.trace and not session.busy
         if drawn and drawn_at < 0:
             drawn_at = len(turns)
         if ms > 0.2 or not turns or drawn_at == len(turns):
