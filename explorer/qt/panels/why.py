@@ -2,9 +2,7 @@
 
 The numbers come from :func:`explorer.core.why.why_job` (:func:`model.explain.explain` and the
 attention formula's what-ifs), run as a job of the session (:meth:`Session.submit`): on the worker
-thread unless it fits in what the frame leaves after a keystroke, and asked for in the turn of the
-event loop after the keystroke's, so that it does not compete with the keystroke's own drawing
-(measured: a keystroke with this panel in front took 10 ms longer when the job started at once). The target is the most likely
+thread unless it fits in what the frame leaves after a keystroke. The target is the most likely
 next token unless one was chosen (here, or by right-clicking a bar of the next-token panel).
 Switching a head off changes the session's interventions: every panel follows. The what-if knobs
 (1/√d_head, τ, the causal mask) are this panel's own: they re-run the model here and change
@@ -17,7 +15,7 @@ import html
 import time
 
 import numpy as np
-from PySide6.QtCore import QSignalBlocker, QTimer
+from PySide6.QtCore import QSignalBlocker
 from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton, QTabWidget,
                                QVBoxLayout, QWidget)
 
@@ -51,11 +49,6 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.last_draw_ms = 0.0  # how long drawing the last result took, on the GUI thread
         self.last_job_ms = 0.0  # how long its job ran
         self.waiting = False
-        self._pending: tuple[why.WhyRequest, int] | None = None  # the request to submit in the next turn
-        self._submit_timer = QTimer(self)
-        self._submit_timer.setSingleShot(True)
-        self._submit_timer.setInterval(0)
-        self._submit_timer.timeout.connect(self._submit)
         self._build_header()
         self._build_tabs()
         self.follow(session, self._on_session_model_changed)
@@ -217,23 +210,12 @@ class WhyPanel(RefreshWhenShown, QWidget):
         S = pos + 1 if s.trace.causal else s.trace.n_tokens
         passes = why.job_passes(S, s.trace.n_tokens, bool(s.interventions.ablate), what_ifs)
         self.waiting = True
-        self._pending = (request, passes)
-        if s.compute_mode == "sync":
-            self._submit()
-        else:  # in the next turn of the event loop, after the keystroke's own frame: not competing with it
-            self._submit_timer.start()
+        s.submit(self, why.why_job, request, self._on_result, passes=passes, inline_ms=INLINE_MS)
         if self.waiting:
             self.status.setText("computing…")
             self.status.setStyleSheet("")
 
-    def _submit(self) -> None:
-        if self._pending is not None:
-            (request, passes), self._pending = self._pending, None
-            self.session.submit(self, why.why_job, request, self._on_result, passes=passes, inline_ms=INLINE_MS)
-
     def _cancel(self) -> None:
-        self._submit_timer.stop()
-        self._pending = None
         self.session.cancel(self)
 
     def _on_result(self, result: JobResult) -> None:
