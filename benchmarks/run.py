@@ -30,6 +30,7 @@ def _run_sections(args) -> dict[str, float]:
         for n in (1, 16, 32):
             results.update(keystroke.measure(app, window, n, edits=200))
         results.update(keystroke.after_paste(app, window))
+        results.update(keystroke.with_why_panel(app, window, 32, edits=60 if quick else 200))
     if "snapshots" in want:
         results.update(snapshots.measure(app, window, steps=30 if quick else 100))
     if "trace" in want:

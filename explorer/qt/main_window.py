@@ -13,6 +13,7 @@ from explorer.core.defaults import ASSETS, open_default, random_checkpoint
 from explorer.qt import dialogs
 from explorer.qt.exporting import ExportMenu
 from explorer.qt.hub_opening import ask_repo
+from explorer.qt.interventions_status import InterventionsStatus
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
@@ -62,6 +63,8 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.status = QLabel()
         self.statusBar().addPermanentWidget(self.status, 1)
+        self.interventions_status = InterventionsStatus(self.session)  # heads switched off, and "Restore all"
+        self.statusBar().addPermanentWidget(self.interventions_status)
         self.session.sig_timing_changed.connect(self._update_status)
         self.session.sig_model_changed.connect(self._update_title)
         self.session.sig_job_failed.connect(lambda message: self.statusBar().showMessage(message, 10000))

@@ -15,6 +15,7 @@ the status bar (:attr:`Session.sig_job_failed`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -25,6 +26,7 @@ from PySide6.QtCore import QObject, Signal
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.qt.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
+from model.interventions import Interventions, WithInterventions
 
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
 ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
@@ -42,6 +44,7 @@ class _Request:
     encoding: Encoding
     positional_encoding: bool
     causal: bool
+    interventions: Interventions
 
 
 def _trace(request: _Request) -> Trace:
@@ -49,6 +52,7 @@ def _trace(request: _Request) -> Trace:
         request.encoding.ids,  # a tuple: trace() crops it before making an array
         positional_encoding=request.positional_encoding,
         causal=request.causal,
+        interventions=request.interventions,
     )
     trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached)
     return trace
@@ -84,6 +88,8 @@ class Session(QObject):
     """A panel's job raised: who asked and the error, for the status bar."""
     sig_open_requested = Signal(str)
     """A panel asked to open a checkpoint file (the main window opens it, with its one open path)."""
+    sig_interventions_changed = Signal()
+    """The interventions (heads switched off) changed; the trace for them follows."""
 
     def __init__(self, compute_mode: str = "auto", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -100,6 +106,7 @@ class Session(QObject):
         self._layer = self._head = 0
         self._position: int | None = None
         self._pe = self._causal = True
+        self._interventions = Interventions()
         self._gen = 0
         self._requests = Requests()  # the newest job of each panel
         self._slow = False
@@ -135,6 +142,9 @@ class Session(QObject):
     position = property(lambda self: self._position, doc="Selected query row, or None for the last row.")
     positional_encoding = property(lambda self: self._pe, doc="Whether x_i = e_i + p_i (True) or e_i.")
     causal = property(lambda self: self._causal, doc="Whether the causal mask is applied.")
+    interventions = property(lambda self: self._interventions,
+                             doc="model.interventions.Interventions every trace and job runs with (heads "
+                                 "switched off); Interventions() for the plain model.")
     busy = property(lambda self: self.worker.busy,
                     doc="True while the worker thread runs a trace or a job (until its result is handed over).")
 
@@ -184,6 +194,7 @@ class Session(QObject):
         self.worker.drop_queued()  # work queued for the old model
         self._layer = self._head = 0
         self._position = None
+        self._keep_interventions_that_fit(checkpoint)
         self._encoding = self._encode(self._text)
         checkpoint.model.trace([0])  # warm-up: the first call pays torch's one-off costs
         n = self._timing_tokens = min(checkpoint.config.context_length, 32)
@@ -297,12 +308,29 @@ class Session(QObject):
             self.sig_options_changed.emit()
             self._request()
 
+    def set_interventions(self, interventions: Interventions | None) -> None:
+        """Run every trace and job with ``interventions`` (None: the plain model); they stay while
+        typing, and a new trace follows at once.
+
+        Raises
+        ------
+        ValueError
+            When a head is outside the current model (nothing changes then).
+        """
+        iv = interventions if interventions is not None else Interventions()
+        if self.config is not None:
+            iv.check(self.config)
+        if iv != self._interventions or iv.key_mask is not self._interventions.key_mask:
+            self._interventions = iv
+            self.sig_interventions_changed.emit()
+            self._request()
+
     def request_open(self, path) -> None:
         """Ask for a checkpoint file to be opened (emits sig_open_requested; the window opens it)."""
         self.sig_open_requested.emit(str(path))
 
     def submit(self, requester: QObject, fn: JobFn, inputs: Any, on_result: Callable[[JobResult], None], *,
-               passes: int = 1, name: str = "") -> None:
+               passes: int = 1, name: str = "", inline_ms: float = ASYNC_MS) -> None:
         """Run a model computation for a panel: ``fn(checkpoint, inputs)``, result to ``on_result``.
 
         Parameters
@@ -313,7 +341,9 @@ class Session(QObject):
             for a checkpoint that is no longer current, or for a requester that was deleted.
         fn : callable (checkpoint, inputs) -> value
             Runs on the worker thread: it may use the checkpoint's model and tokenizer and plain
-            data, never a widget.
+            data, never a widget. While :attr:`interventions` change the model, the checkpoint's
+            model is a :class:`~model.interventions.WithInterventions`: its traces and forward
+            passes run with them unless the job passes its own.
         inputs : Any
             Plain data from the GUI thread (ids, selection, a trace: immutable things).
         on_result : callable (JobResult) -> None
@@ -326,14 +356,19 @@ class Session(QObject):
             trace of the newest text.
         name : str
             Separates independent requests of one requester (each coalesced on its own).
+        inline_ms : float
+            The most the job may take on the GUI thread (default :data:`ASYNC_MS`); a job that
+            follows every keystroke passes what the frame budget leaves after the trace and paint.
         """
         if self._checkpoint is None or self._closed:
             return
         key, number = self._requests.new(requester, name)
         checkpoint = self._checkpoint
+        seen = checkpoint if self._interventions.changes_nothing else dataclasses.replace(
+            checkpoint, model=WithInterventions(checkpoint.model, self._interventions))
 
         def work():
-            return fn(checkpoint, inputs)
+            return fn(seen, inputs)
 
         def deliver(value, exc, ms) -> None:
             if not self._requests.wanted(key, number, requester) or checkpoint is not self._checkpoint:
@@ -343,7 +378,7 @@ class Session(QObject):
                 self.sig_job_failed.emit(f"{type(requester).__name__}{' ' + name if name else ''}: {error}")
             on_result(JobResult(value, error, ms, inputs))
 
-        if self.compute_mode == "sync" or (not self.traces_off_gui_thread and self.expected_ms(passes) <= ASYNC_MS):
+        if self.compute_mode == "sync" or (not self.traces_off_gui_thread and self.expected_ms(passes) <= inline_ms):
             deliver(*timed(work))
         else:
             self.worker.submit(key, work, deliver)
@@ -370,6 +405,14 @@ class Session(QObject):
         self.worker.shutdown(timeout_ms, wait)
 
     # ---- internals -----------------------------------------------------------------------------
+    def _keep_interventions_that_fit(self, checkpoint: Checkpoint) -> None:
+        """Keep the interventions for a new model when its layers and heads have them, else drop them."""
+        try:
+            self._interventions.check(checkpoint.config)
+        except ValueError:
+            self._interventions = Interventions()
+            self.sig_interventions_changed.emit()
+
     def _set_selection(self, attr: str, value) -> None:
         if getattr(self, attr) != value:
             setattr(self, attr, value)
@@ -394,7 +437,7 @@ class Session(QObject):
         if self._checkpoint is None or self._closed:
             return
         self._gen += 1
-        req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal)
+        req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal, self._interventions)
         if not self.traces_off_gui_thread:
             self._finish(req, *timed(lambda: _trace(req)))
         else:  # coalesced: a queued older text is replaced; the trace goes before panels' jobs

@@ -15,6 +15,7 @@ from explorer.qt.panels.qkv import QKVPanel
 from explorer.qt.panels.tokens import TokensPanel
 from explorer.qt.panels.training import TrainingPanel
 from explorer.qt.panels.variants import VariantsPanel
+from explorer.qt.panels.why import WhyPanel
 
 PANELS = [
     ("tokens", "Text and tokens", TokensPanel),
@@ -27,6 +28,7 @@ PANELS = [
     ("formula", "Attention formula", FormulaPanel),
     ("variants", "Attention variants", VariantsPanel),
     ("training", "Training", TrainingPanel),
+    ("why", "Why this prediction?", WhyPanel),
 ]
 
 

@@ -6,11 +6,13 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSignalBlocker, Signal
-from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtCore import QRectF, QSignalBlocker, Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QMenu, QSpinBox, QVBoxLayout,
+                               QWidget)
 
 from explorer.core.architecture import score_title
 from explorer.core.views import attention_views, axis_labels, head_mosaic, head_names, symmetric_levels, token_label
+from explorer.core.why import toggled_head
 from explorer.qt.heatmap import DIVERGING, NOTE_STYLE, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.plot_items import LabelAxis, MatrixImage
 from explorer.qt.panels.lazy import RefreshWhenShown
@@ -33,6 +35,10 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 
     sig_head_picked = Signal(int, int)
     """A tile was clicked: its (layer, head)."""
+    sig_head_toggled = Signal(int, int)
+    """A tile was Ctrl+clicked, or "switch off / on" chosen from its right-click menu: its (layer, head)."""
+    sig_restore_requested = Signal()
+    """"Restore all heads" was chosen from a tile's right-click menu."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -55,6 +61,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.shape = (0, 0)  # (n_layers, n_heads)
         self.tile = 0  # side of one tile in image pixels, gap included
         self.selected: tuple[int, int] | None = None  # (layer, head) to outline
+        self.off: tuple[tuple[int, int], ...] = ()  # heads switched off: shaded
+        self._shades: list[QGraphicsRectItem] = []
+        self.menu: QMenu | None = None  # the last right-click menu (tests trigger its actions)
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._fit_view)
 
@@ -75,6 +84,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             half = (tile - self.GAP) / 2
             self.plot.getAxis("left").setTicks([[(i * tile + half, f"L{i}") for i in range(shape[0])], []])
             self.plot.getAxis("top").setTicks([[(h * tile + half, name) for h, name in enumerate(names)], []])
+            self._shade()
         if self.selected is not None:
             self.mark(*self.selected)
         settle_view(self.plot.getViewBox())
@@ -108,9 +118,39 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             return layer, head
         return None
 
+    def set_off(self, off: tuple[tuple[int, int], ...]) -> None:
+        """Shade the tiles of the heads switched off."""
+        if tuple(off) != self.off:
+            self.off = tuple(off)
+            self._shade()
+
+    def _shade(self) -> None:
+        for item in self._shades:
+            self.plot.removeItem(item)
+        self._shades = []
+        side = self.tile - self.GAP
+        for layer, head in self.off if self.tile else ():
+            item = QGraphicsRectItem(QRectF(head * self.tile, layer * self.tile, side, side))
+            item.setBrush(pg.mkBrush(60, 60, 60, 170))
+            item.setPen(pg.mkPen("#c03020", width=2, cosmetic=True))
+            self.plot.addItem(item)
+            self._shades.append(item)
+
     def _on_scene_clicked(self, event) -> None:
         picked = self.tile_at(event.scenePos())
-        if picked is not None:
+        if picked is None:
+            return
+        if event.button() == Qt.MouseButton.RightButton:
+            layer, head = picked
+            self.menu = QMenu(self)
+            word = "back on" if picked in self.off else "off"
+            self.menu.addAction(f"Switch L{layer}H{head} {word}", lambda: self.sig_head_toggled.emit(layer, head))
+            restore = self.menu.addAction("Restore all heads", self.sig_restore_requested.emit)
+            restore.setEnabled(bool(self.off))
+            self.menu.popup(event.screenPos().toPoint())
+        elif event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.sig_head_toggled.emit(*picked)
+        else:
             self.sig_head_picked.emit(*picked)
 
 
@@ -133,6 +173,13 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.weights = Heatmap("weights = softmax", SEQUENTIAL, col_axis="top")
         self.grid = HeadGrid()
         self.grid.sig_head_picked.connect(self._on_grid_head_picked)
+        self.grid.sig_head_toggled.connect(
+            lambda layer, head: session.set_interventions(toggled_head(session.interventions, layer, head)))
+        self.grid.sig_restore_requested.connect(lambda: session.set_interventions(None))
+        self.grid.setToolTip("click a head to show it; Ctrl+click or right-click to switch it off (every panel "
+                             "follows)")
+        self.off_note = QLabel()  # says that the selected head is switched off
+        self.off_note.setStyleSheet(NOTE_STYLE)
         self.grid.setVisible(False)
         for hm, name in ((self.scores, "score"), (self.weights, "weight")):
             hm.describe = self._describer(hm, name)
@@ -152,6 +199,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             top.addWidget(box)
         top.addWidget(self.all_heads)
         top.addWidget(self.grid_note)
+        top.addWidget(self.off_note)
         top.addStretch(1)
         self.maps = QHBoxLayout()
         self.maps.addWidget(self.scores, 1)
@@ -232,6 +280,10 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)]
         self.scores.set_data(views["scores"], symmetric_levels(views["scores"]), labels, keys, blank=views["masked"])
         self.weights.set_data(views["weights"], WEIGHT_LEVELS, labels, keys, blank=False)
+        self.grid.set_off(s.interventions.ablate)
+        off = (s.layer, s.head) in s.interventions.ablate
+        self.off_note.setText(f"L{s.layer}H{s.head} is switched off: these weights are computed, but its output "
+                              "is zeroed" if off else "")
         selected = s.selected_position() if s.position is not None else None
         self.scores.set_selected_row(selected)
         self.weights.set_selected_row(selected)

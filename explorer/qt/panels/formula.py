@@ -227,6 +227,10 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             f"max |Δ| = {st.max_abs_diff:.1e}, {agree}." if np.isfinite(st.max_abs_diff) else
             "<b>Some of these values are not numbers</b> (NaN or inf: the model overflowed, see the status "
             "bar), so out_i cannot be compared with the model's head_out.")
+        iv = self.session.trace.interventions if self.session.trace is not None else None
+        if iv is not None and (st.layer, st.head) in iv.ablate:  # switched off in the Why panel or the grid
+            self.agreement.setText(f"<b>This head is switched off</b> ({iv.describe()}): the model zeroed its "
+                                   "head_out, so it adds nothing; out_i here is what it would add.")
         keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
         self._set_strip_rows(len(keys))
         qk = symmetric_levels(st.q, st.k)

@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QSignalBlocker
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QMenu, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id
 from explorer.core.views import token_label
+from explorer.qt.explain_target import ExplainTarget
 from explorer.qt.heatmap import NOTE_STYLE, settle_view, widen_axis
 from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
@@ -25,13 +26,15 @@ DEFAULT_K = 10
 MAX_TEMPERATURE = 10.0
 
 BAR_HEIGHT = 0.8
+BAR_COLOUR, TARGET_COLOUR = "#4477aa", "#ee7733"  # the Why panel's chosen target in orange
 
 
 class NextTokenPanel(RefreshWhenShown, QWidget):
     """Bars of the k most likely next tokens at the selected position (the last by default).
 
     Temperature 0 is greedy (all probability on the argmax); the spin box cannot go below 0.
-    Clicking a bar appends that token to the text.
+    Clicking a bar appends that token to the text; right-clicking it offers that or explaining it
+    in the Why panel, and Shift+click explains it at once.
     """
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
@@ -51,7 +54,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.info = QLabel()
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
         self.info.setWordWrap(True)
-        self.info.setToolTip("click a bar to append that token to the text")
+        self.info.setToolTip("click a bar to append that token to the text; right-click or Shift+click it to "
+                             "explain it in the Why panel")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
         self.plot = self.graphics.addPlot(axisItems={"left": LabelAxis("left")})
@@ -60,8 +64,11 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self._k_shown = -1
-        self.plot.setLabel("bottom", "probability (click a bar to append that token)")
-        self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush="#4477aa")
+        self.plot.setLabel("bottom", "probability (click: append · right-click or Shift+click: explain why)")
+        self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush=BAR_COLOUR)
+        self.target = ExplainTarget.of(session)
+        self.target.sig_target_changed.connect(self.schedule_refresh)
+        self.bar_menu: QMenu | None = None  # the last right-click menu (tests trigger its actions)
         self.plot.addItem(self.bars)
         self._build_layout()
         self.k_box.valueChanged.connect(self._on_k_changed)
@@ -117,7 +124,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.top = top_k(logits, self.k_box.value(), self.temperature_box.value())
         k = len(self.top.ids)
         ys = np.arange(k, dtype=float)
-        self.bars.setOpts(x0=np.zeros(k), y=ys, width=self.top.probs, height=BAR_HEIGHT)
+        brushes = [TARGET_COLOUR if int(i) == self.target.target else BAR_COLOUR for i in self.top.ids]
+        self.bars.setOpts(x0=np.zeros(k), y=ys, width=self.top.probs, height=BAR_HEIGHT, brushes=brushes)
         ticks = [(float(y), f"{token_label(self.token_name(int(i)), 14)}  {p:.3f}")
                  for y, i, p in zip(ys, self.top.ids, self.top.probs)]
         widen_axis(self.plot.getAxis("left"), [label for _, label in ticks], QFontMetrics(self.font()))
@@ -136,7 +144,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
     def _clear(self, message: str, warn: bool = False) -> None:
         """No bars; ``message`` in the info line (in red when ``warn``)."""
         self.top = None
-        self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT)
+        self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT, brushes=[])
         self.plot.getAxis("left").setTicks([[], []])
         self.info.setText(message)
         self.info.setStyleSheet(NOTE_STYLE if warn else "")
@@ -168,8 +176,26 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             return
         p = self.plot.getViewBox().mapSceneToView(event.scenePos())
         rank = int(round(p.y()))
-        if 0 <= rank < len(self.top.ids):  # anywhere on the bar's row, label included
+        if not 0 <= rank < len(self.top.ids):  # anywhere on the bar's row, label included
+            return
+        if event.button() == Qt.MouseButton.RightButton:
+            self._show_bar_menu(rank, event.screenPos().toPoint())
+        elif event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.explain(rank)
+        else:
             self.append(rank)
+
+    def explain(self, rank: int) -> None:
+        """Make the token with this rank the Why panel's target and bring that panel forward."""
+        if self.top is not None and 0 <= rank < len(self.top.ids):
+            self.target.explain(int(self.top.ids[rank]))
+
+    def _show_bar_menu(self, rank: int, where) -> None:
+        name = token_label(self.token_name(int(self.top.ids[rank])), 20)
+        self.bar_menu = menu = QMenu(self)
+        menu.addAction(f"Append {name!r} to the text", lambda: self.append(rank))
+        menu.addAction(f"Explain {name!r} (Why panel)", lambda: self.explain(rank))
+        menu.popup(where)
 
     def save_settings(self, settings) -> None:
         """Remember k and the temperature."""
