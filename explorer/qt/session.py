@@ -251,7 +251,7 @@ class Session(QObject):
         # new weights once (not an empty view first), and their second pass (sig_trace_changed)
         # finds the same arrays.
         self._gen += 1
-        req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal)
+        req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal, self._interventions)
         trace, exc, ms = timed(lambda: _trace(req))
         self._trace = trace
         self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped) if trace is not None else []
