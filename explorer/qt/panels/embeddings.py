@@ -6,11 +6,12 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from explorer.core.views import axis_labels, embedding_levels, embedding_views
-from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 TITLES = {"e": "e_i token embedding", "p": "p_i position", "x": "x_i = e_i + p_i"}
+BAR_TITLES = {"e": "value of e_i", "p": "value of p_i", "x": "value of x_i"}
 
 
 class EmbeddingsPanel(RefreshWhenShown, QWidget):
@@ -19,7 +20,8 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
-        self.heatmaps = {key: Heatmap(title, DIVERGING) for key, title in TITLES.items()}
+        self.heatmaps = {key: Heatmap(title, DIVERGING, row_title=TOKEN_TITLE, col_title=dimension_title("d_model"),
+                                      bar_title=BAR_TITLES[key]) for key, title in TITLES.items()}
         self.levels = dict.fromkeys(TITLES, (-1.0, 1.0))
         self._todo: list = []  # (key, array) of the maps still to draw, while paced
         self._labels: list[str] = []
@@ -31,7 +33,8 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         for hm in self.heatmaps.values():
             layout.addWidget(hm)
-            hm.sig_row_clicked.connect(session.set_position)
+            hm.sig_row_clicked.connect(session.toggle_pin)
+            hm.sig_row_hovered.connect(session.set_hover)
         self.pace_with(session)
         session.sig_model_changed.connect(self._on_session_model_changed)
         session.sig_trace_changed.connect(self.schedule_refresh)
@@ -81,6 +84,5 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
             self._later.start()
 
     def _on_session_selection_changed(self) -> None:
-        row = self.session.selected_position() if self.session.position is not None else None
         for hm in self.heatmaps.values():
-            hm.set_selected_row(row)
+            hm.set_selected_row(self.session.position, self.session.hover)

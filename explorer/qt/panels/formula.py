@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderVi
 
 from explorer.core.formula import FormulaSteps, attention_steps
 from explorer.core.views import symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.heatmap import DIVERGING, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -84,11 +84,13 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
         self.table.setHorizontalHeaderLabels(SCALARS)
-        self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False)
-        self.k_map = Heatmap("k_j (keys)", DIVERGING)
-        self.v_map = Heatmap("v_j (values)", DIVERGING)
-        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING)
-        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False)
+        d_head = dimension_title("d_head")
+        self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False, row_title="query i", col_title=d_head)
+        self.k_map = Heatmap("k_j (keys)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of q and k")
+        self.v_map = Heatmap("v_j (values)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of v")
+        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING, row_title="key j", col_title=d_head,
+                              bar_title="value of a_ij v_j and out_i")
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False, row_title="out_i", col_title=d_head)
         for hm in (self.k_map, self.v_map, self.av_map):
             hm.sig_row_clicked.connect(self._on_key_clicked)
         self.q_map.setToolTip("the query vector q_i, on the same colour scale as the keys k_j below")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSignalBlocker, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
                                QPushButton, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QHBoxL
 from explorer.core import positional
 from explorer.core.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
+from explorer.qt import theme
 from explorer.qt.heatmap import SEQUENTIAL, Heatmap
 from explorer.qt.jobs import JobResult
 from explorer.qt.order_chips import OrderChips
@@ -67,7 +68,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.causal_box.toggled.connect(s.set_causal)
         self.warning = QLabel()
         self.warning.setWordWrap(True)
-        self.warning.setStyleSheet("color:#9a4a00")
+        self.warning.setStyleSheet(theme.caution_style(self))
         self.twin_button = QPushButton("Open the twin trained without positional encoding")
         self.twin_button.clicked.connect(self.open_twin)
         self.keep_last = QCheckBox("keep the last token in place")
@@ -100,13 +101,14 @@ class PositionalPanel(RefreshWhenShown, QWidget):
             self.grid.addWidget(QLabel(f"<b>PE<br>{'on' if pe else 'off'}</b>"), row, 0)
             for col, reordered in enumerate((False, True)):
                 order = "reordered" if reordered else "original"  # short: the row label says PE on/off
-                hm = Heatmap(f"attention, {order}", SEQUENTIAL, col_axis="top", colorbar=False)
+                hm = Heatmap(f"attention, {order}", SEQUENTIAL, col_axis="top", colorbar=False,
+                             row_title="query i", col_title="key j")
                 hm.setToolTip(f"attention weights of the selected head, {order} order, PE {'on' if pe else 'off'}")
                 hm.setMinimumSize(120, 120)
                 self.maps[pe, reordered] = hm
                 self.grid.addWidget(hm, row, col + 1)
             view = pg.GraphicsLayoutWidget()
-            view.setBackground("w")
+            view.setBackground(theme.plot_background(self))
             view.setMinimumSize(120, 120)
             plot = view.addPlot(title="next token", axisItems={"left": LabelAxis("left")})
             view.setToolTip(f"next-token probabilities at the last position, PE {'on' if pe else 'off'}")
@@ -135,7 +137,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.sentence = QLabel()
         self.sentence.setWordWrap(True)
         self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.sentence.setStyleSheet("padding:4px; background:#f6f6f0;")
+        self.sentence.setStyleSheet(theme.soft_box_style(self))
 
     def _build_layout(self) -> None:
         options = QHBoxLayout()
@@ -321,7 +323,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         first, second = (pe, not pe)
         self.sentence.setText(
             f"<b>Positional encoding {'on' if first else 'off'}:</b> {html.escape(c.sentence(first))}<br>"
-            f"<span style='color:#555'><b>{'On' if second else 'Off'}:</b> {html.escape(c.sentence(second))}</span>")
+            f"<span style='color:{theme.muted_text(self).name()}'><b>{'On' if second else 'Off'}:</b> {html.escape(c.sentence(second))}</span>")
 
     def _draw_bars(self, c: positional.OrderComparison, pe: bool, plot) -> None:
         """Grouped bars: the union of both orders' top tokens, original (blue) above reordered (orange)."""
@@ -350,4 +352,5 @@ class PositionalPanel(RefreshWhenShown, QWidget):
                     self.table.setItem(i, col, item)
                 item.setText(text)
                 shade = col >= 2 and values[col - 2][i] > positional.REL_TOL
-                item.setBackground(CHANGED if shade else QColor("white"))
+                item.setBackground(CHANGED if shade else QBrush())  # unshaded: the palette's own
+                item.setForeground(QBrush(QColor("#000000")) if shade else QBrush())
