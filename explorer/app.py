@@ -1,7 +1,7 @@
 """The ``transformer-explorer`` command (also ``python -m explorer``).
 
     transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
-                         [--screenshot OUT.png [--panel NAME] [--size WxH]]
+                         [--screenshot OUT.png [--panel NAME] [--size WxH]] [--dark]
 
 Opens the main window on PATH (a checkpoint file or folder, or ``hf:REPO_ID[@REVISION]`` for a model
 on the Hugging Face Hub), or on the default checkpoint in assets/. With ``--screenshot`` it renders
@@ -55,6 +55,10 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
+    p.add_argument("--dark", action="store_true", help="a dark theme (Qt's Fusion style with a dark palette), "
+                   "in the window and in --screenshot pictures")
+    p.add_argument("--generate", type=int, metavar="N", help="with --screenshot: generate N tokens after --text "
+                   "(greedy) before the picture is taken")
     p.add_argument("--startup-time", action="store_true",
                    help="print when the window was shown and when the model was drawn, then exit")
     args = p.parse_args(argv)
@@ -62,20 +66,22 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
         p.error(f"unknown panel {args.panel!r}; choose from {', '.join(panel_names)}")
     if args.panel is not None and not args.screenshot:
         p.error("--panel needs --screenshot")
+    if args.generate is not None and (not args.screenshot or args.generate < 1):
+        p.error("--generate N takes a number of tokens (1 or more) and goes with --screenshot")
     if args.book and args.panel not in (None, "variants"):
         p.error(f"--book shows the variants panel, not {args.panel!r}")
     return args
 
 
 def _render(widget, size: tuple[int, int], out: str, app) -> None:
-    from PySide6.QtGui import QColor, QPixmap
+    from PySide6.QtGui import QPixmap
 
     widget.resize(*size)
     widget.show()
     for _ in range(5):
         app.processEvents()
     pixmap = QPixmap(*size)
-    pixmap.fill(QColor("white"))
+    pixmap.fill(widget.palette().color(widget.backgroundRole()))  # the theme's window colour
     widget.render(pixmap)
     if not pixmap.save(out, "PNG"):
         raise OSError(f"could not write {out}")
@@ -154,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_harmless_qt_warnings()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Transformer Explorer")
+    if args.dark:
+        from explorer.qt.theme import use_dark_theme
+
+        use_dark_theme(app)
     app.setWindowIcon(QIcon(str(ICON)))
     failures: list[str] = []
     settings = None
@@ -172,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         widget = factory(window.session) if factory else window
         if args.book:
             _show_book(widget if args.panel == "variants" else window)
+        if args.generate:
+            _generate(window, args.generate, app)
         try:
             _render(widget, args.size, args.screenshot, app)
         except OSError as exc:  # an unwritable place: one line, not a traceback
@@ -211,6 +223,17 @@ def _show_book(widget) -> None:
         return
     widget.panels["variants"].set_source("book")
     widget.docks["variants"].raise_()
+
+
+def _generate(window, n: int, app) -> None:
+    """Generate ``n`` tokens (greedy) after the text, as Ctrl+G does, and wait for them."""
+    from explorer.qt.generation import Generator
+    from model.generate import Sampling
+
+    generator = Generator.of(window.session)
+    generator.start(n, Sampling())
+    while generator.running:
+        app.processEvents()
 
 
 def _load(window, args) -> bool:

@@ -89,6 +89,7 @@ class Heatmap(QWidget):
         self._range = (0, 0)
         self._tick_key = None
         self._keep: tuple = ()  # rows whose labels thinning keeps (pinned, hovered)
+        self._updating = self._resized_again = False
         self._hovered_row: int | None = None
         self.row_labels: list[str] | None = []
         self.col_labels: list[str] | None = None
@@ -273,32 +274,50 @@ class Heatmap(QWidget):
 
     def _update_ticks(self, *_) -> None:
         """Label every row and column that fits (columns turned upright before any is dropped);
-        recomputed on resize. A thinned axis keeps the pinned and hovered rows and the last."""
+        recomputed on resize. A thinned axis keeps the pinned and hovered rows and the last.
+
+        Turning the column labels changes the column axis's height and so the rows' room: a
+        resize that this causes is handled by the call that caused it (never half-way through).
+        """
+        if self._updating:
+            self._resized_again = True
+            return
+        self._updating = True
+        try:
+            for _ in range(3):  # settles at once, or after the one re-layout that turning causes
+                self._resized_again = False
+                self._update_ticks_once()
+                if not self._resized_again:
+                    break
+        finally:
+            self._updating = False
+
+    def _update_ticks_once(self) -> None:
         if self.data.size == 0:
             return
         rows, cols = self.data.shape
         vb = self.plot.getViewBox()
         fm = QFontMetrics(self.font())
-        left = self.plot.getAxis("left")
-        r_step = row_step(left, max(vb.height(), 1.0) / rows)
+        old_rows, old_cols = self._tick_key or (None, None)
         upright, c_step = False, 1
         if self.col_labels is not None:
             upright, c_step = column_layout(self.col_axis, self.col_labels, max(vb.width(), 1.0) / cols, fm)
-        keep_rows = self._keep if r_step > 1 else ()
         keep_cols = self._keep if c_step > 1 and self.keys_are_rows else ()
+        cols_key = (self.col_labels, c_step, upright, keep_cols)
         # Each axis is touched only when its own labels change: setTicks makes pyqtgraph rebuild
         # and repaint that axis, which costs about 1 ms for 32 labels.
-        old_rows, old_cols = self._tick_key or (None, None)
+        if cols_key != old_cols:
+            self.col_axis.set_vertical(upright)
+            self._fit_col_axis()  # may lay the plot out again: the rows' room is read after it
+            self.col_axis.setTicks(thinned_ticks(self.col_labels, c_step, keep_cols)
+                                   if self.col_labels is not None else None)
+        left = self.plot.getAxis("left")
+        r_step = row_step(left, max(vb.height(), 1.0) / rows)
+        keep_rows = self._keep if r_step > 1 else ()
         rows_key = (self.row_labels, r_step, keep_rows)
-        cols_key = (self.col_labels, c_step, upright, keep_cols)
         if rows_key != old_rows:
             widen_axis(left, self.row_labels or [str(rows - 1)], fm)
             left.setTicks(thinned_ticks(self.row_labels, r_step, keep_rows))
-        if cols_key != old_cols:
-            self.col_axis.set_vertical(upright)
-            self._fit_col_axis()
-            self.col_axis.setTicks(thinned_ticks(self.col_labels, c_step, keep_cols)
-                                   if self.col_labels is not None else None)
         self._tick_key = (rows_key, cols_key)
 
     def clear(self) -> None:

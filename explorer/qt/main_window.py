@@ -22,7 +22,7 @@ from model.checkpoint import CheckpointError
 from model.formats.hub import is_hub_spec
 
 APP_NAME = "Transformer Explorer"
-LEFT_SHARE = 0.3  # of the window's width: the text, generation and next-token column
+LEFT_SHARE = 0.28  # of the window's width: the text, generation and next-token column
 MAX_RECENT = 8
 ICON = ASSETS / "icons" / "transformer-explorer.svg"
 
@@ -152,7 +152,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([d["tokens"], d["attention"]], [int(w * LEFT_SHARE), int(w * (1 - LEFT_SHARE))],
                          Qt.Orientation.Horizontal)
         column = [d[n] for n in ("tokens", "generate", "next-token") if n in d]
-        shares = {"tokens": 0.33, "generate": 0.2, "next-token": 0.47}
+        shares = {"tokens": 0.3, "generate": 0.27, "next-token": 0.43}
         self.resizeDocks(column, [int(h * shares[n]) for n in ("tokens", "generate", "next-token") if n in d],
                          Qt.Orientation.Vertical)
 
@@ -173,6 +173,9 @@ class MainWindow(QMainWindow):
         self.export_menu = ExportMenu(self, file_menu.addMenu("&Export"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        if "generate" in self.panels:
+            generate_menu = self.menuBar().addMenu("&Generate")
+            self._action(generate_menu, "&Generate / Stop", self.panels["generate"].toggle, QKeySequence("Ctrl+G"))
         view_menu = self.menuBar().addMenu("&View")
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())

@@ -11,7 +11,7 @@ from PySide6.QtGui import QFontMetrics
 
 from explorer.qt.plot_items import LabelAxis
 
-UPRIGHT_PITCH = 0.85  # turned labels need columns this share of a text line apart (descenders may touch)
+UPRIGHT_PITCH = 0.8  # turned labels need columns this share of a text line apart (a descender may touch)
 LABEL_GAP_PX = 6  # flat labels need this much room between them
 
 
@@ -26,11 +26,17 @@ def thinned_ticks(labels: Sequence[str] | None, step: int, keep: Iterable[int | 
         return None
     n, step = len(labels), max(1, step)
     if step == 1 or n == 0:
-        shown = range(n)
+        shown = list(range(n))
     else:
-        forced = {i for i in keep if i is not None and 0 <= i < n} | {0, n - 1}
-        regular = (i for i in range(0, n, step) if all(abs(i - f) >= step for f in forced))
-        shown = sorted(forced.union(regular))
+        forced = sorted({i for i in keep if i is not None and 0 <= i < n} | {0, n - 1})
+        shown, ahead = [], 0  # forced[ahead] is the next forced label at or after i
+        for i in range(n):
+            while forced[ahead] < i:
+                ahead += 1
+            if i == forced[ahead]:
+                shown.append(i)
+            elif (not shown or i - shown[-1] >= step) and forced[ahead] - i >= step:
+                shown.append(i)  # regular labels start again from each forced one
     return [[(i + 0.5, str(labels[i])) for i in shown], []]
 
 

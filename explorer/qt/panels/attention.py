@@ -271,10 +271,10 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         first = token_label(self.session.tokens[0]) if self.session.tokens else "?"
         open_ = self.sink_text.isVisibleTo(self)
         link = f" · <a href='sink'>{'hide' if open_ else 'why?'}</a>" if facts is not None else ""
-        self.sink.setText(html.escape(sink_line(facts, first)) + link)
+        self.sink.setText(html.escape(sink_line(facts, first), quote=False) + link)
         if open_:
             why = " <a href='why'>How much of it reaches the prediction: the Why panel.</a>" if self.why_hook else ""
-            self.sink_text.setText(html.escape(sink_paragraph(facts, first)) + why)
+            self.sink_text.setText(html.escape(sink_paragraph(facts, first), quote=False) + why)
 
     def _on_sink_link(self, link: str) -> None:
         if link == "why" and self.why_hook is not None:

@@ -31,7 +31,7 @@ DEFAULT_K = 10
 MAX_TEMPERATURE = 10.0
 
 BAR_HEIGHT = 0.8
-ROW_GAP_PX = 8  # a bar's row is a text line plus this: below that, the list scrolls
+ROW_GAP_PX = 4  # a bar's row is a text line plus this: below that, the list scrolls
 
 
 class NextTokenPanel(RefreshWhenShown, QWidget):
@@ -69,12 +69,14 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self._window = (-1, -1)  # (first rank, rows) in view
         self.first = 0  # the first rank in view (the list scrolls when k bars do not fit)
         self.click_action = ""
+        self.click_note = QLabel()  # what a click on a bar does: "append", or "insert after 'time'"
         self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush="#4477aa")
         self.plot.addItem(self.bars)
         ink = theme.plot_text(self)
         for name in ("left", "bottom"):
             self.plot.getAxis(name).setTextPen(ink)
             self.plot.getAxis(name).setPen(ink)
+        self.plot.getAxis("bottom").setLabel("probability", color=ink.name())
         self.scroll = QScrollBar(Qt.Orientation.Vertical)
         self.scroll.setVisible(False)
         self.scroll.valueChanged.connect(self._on_scroll_changed)
@@ -102,6 +104,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         bars.addWidget(self.graphics, 1)
         bars.addWidget(self.scroll)
         layout.addLayout(bars, 1)
+        layout.addWidget(self.click_note)
 
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
@@ -143,14 +146,15 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             f"after position {pos} {token!r}{' (last)' if last else ''} · entropy {self.top.entropy:.3f} bits "
             f"(max {math.log2(s.config.vocab_size):.3f})"
         )
-        self._say_click_action("append it to the text" if last else f"insert it after {token!r}")
+        self._say_click_action("append" if last else f"insert after {token!r}")
 
     def _say_click_action(self, action: str) -> None:
         """Name what a click on a bar does, under the bars (and in the tooltip)."""
         if action != self.click_action:
             self.click_action = action
-            self.plot.setLabel("bottom", f"probability · click a bar to {action}", color=theme.plot_text(self).name())
-            self.graphics.setToolTip(f"click a bar to {action}")
+            self.click_note.setText(f"click a bar: {action}")
+            self.graphics.setToolTip(f"click a bar to {action} that token"
+                                     + (" (at the end of the text)" if action == "append" else ""))
 
     def rows_in_view(self) -> int:
         """How many bars fit at a readable height (a text line and a gap each)."""

@@ -14,6 +14,7 @@ from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt import theme
 from explorer.qt.flow_layout import FlowLayout
+from explorer.qt.generation import Generator
 from explorer.qt.pin_note import PinNote
 from explorer.qt.session import Session
 from explorer.qt.token_chip import ChipLabel
@@ -67,6 +68,8 @@ class TokensPanel(QWidget):
         session.sig_selection_changed.connect(self._on_session_selection_changed)
         session.sig_options_changed.connect(self._on_session_options_changed)
         session.sig_model_changed.connect(self._on_session_options_changed)
+        self.generator = Generator.of(session)
+        self.generator.sig_story_changed.connect(self._on_generator_story_changed)
         self._on_session_options_changed()
         self._on_session_text_changed()
         self.refresh()
@@ -82,8 +85,7 @@ class TokensPanel(QWidget):
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setMinimumHeight(60)
         options = QHBoxLayout()
-        options.addWidget(self.note)
-        options.addWidget(self.pin_note, 1)
+        options.addWidget(self.note, 1)
         options.addWidget(self.pe_box)
         options.addWidget(self.causal_box)
         layout = QVBoxLayout(self)
@@ -91,6 +93,7 @@ class TokensPanel(QWidget):
         layout.addWidget(self.hint)
         layout.addWidget(self.editor, 2)
         layout.addWidget(self.scroll, 3)
+        layout.addWidget(self.pin_note)
         layout.addLayout(options)
 
     def _on_editor_text_changed(self) -> None:
@@ -145,6 +148,7 @@ class TokensPanel(QWidget):
         self.summary.setVisible(bool(hidden))
         self.note.setText(crop_note(n, ctx) or f"{n} of {ctx} tokens")
         self._selected, self._hovered = s.position, s.hover
+        self._generated = self.generator.generated_indices()
         self._next_chip = 0
         self._fill_chips()
 
@@ -156,6 +160,14 @@ class TokensPanel(QWidget):
         self._selected, self._hovered = s.position, s.hover
         for chip, label in zip(self.chip_data[:self._next_chip], self.chips):
             self._show(label, chip)
+
+    def _on_generator_story_changed(self) -> None:
+        """Mark the chips of the generated tokens (a branch switched, the story cleared)."""
+        generated = self.generator.generated_indices()
+        if generated != self._generated:
+            self._generated = generated
+            for chip, label in zip(self.chip_data[:self._next_chip], self.chips):
+                self._show(label, chip)
 
     def _show(self, label: ChipLabel, chip: Chip) -> None:
         here = not chip.dropped
