@@ -107,6 +107,7 @@ class Heatmap(QWidget):
             self.bar = pg.ColorBarItem(values=self.levels, colorMap=colormap(cmap), interactive=False, width=BAR_PX,
                                        orientation="horizontal")
             self.bar.setImageItem(self.image, insert_in=self.plot)
+            self.plot.layout.setRowFixedHeight(4, 4)  # pyqtgraph leaves 10 px between the map's axis and the bar
             self.bar.axis.setStyle(hideOverlappingLabels=24)  # the end labels ("0", "1.0") may reach out
             self.bar.axis.enableAutoSIPrefix(False)  # the values themselves ("0.5"), not "500 (x0.001)"
         else:

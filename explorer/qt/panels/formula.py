@@ -27,7 +27,7 @@ VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
 SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
 ROW_PX = 16  # height of one key's row in the k_j, v_j and a_ij v_j strips: room for every row's label
-STRIP_CHROME_PX = 84  # a strip's title, dimension axis and readout line
+STRIP_CHROME_PX = 160  # a strip's title, dimension axis and its title, colour bar with its title, readout line
 MIN_STRIP_ROWS = 4
 
 
