@@ -90,6 +90,7 @@ class Heatmap(QWidget):
         self._tick_key = None
         self._keep: tuple = ()  # rows whose labels thinning keeps (pinned, hovered)
         self._updating = self._resized_again = False
+        self._widest_col: float | None = None
         self._hovered_row: int | None = None
         self.row_labels: list[str] | None = []
         self.col_labels: list[str] | None = None
@@ -196,13 +197,18 @@ class Heatmap(QWidget):
         if event.type() == QEvent.Type.PaletteChange:
             self._apply_palette()
 
+    def _widest_col_label(self) -> float:
+        """Width in px of the widest column label (measured once per set of labels)."""
+        if self._widest_col is None:
+            self._widest_col = widest(self.col_axis, self.col_labels or [], QFontMetrics(self.font()))
+        return self._widest_col
+
     def _fit_col_axis(self) -> None:
         """A top axis of token labels gets a fixed height: one line flat, the widest label upright."""
         axis = self.col_axis
         if axis.orientation != "top":
             return  # a bottom axis of numbered dimensions sizes itself (pyqtgraph)
-        fm = QFontMetrics(self.font())
-        across = widest(axis, self.col_labels or [], fm) if axis.vertical else axis.line_height()
+        across = self._widest_col_label() if axis.vertical else axis.line_height()
         if axis.vertical and across <= getattr(axis, "_upright_px", 0.0):
             across = axis._upright_px  # upright labels: grow only, so typing never re-lays out
         axis._upright_px = across if axis.vertical else 0.0
@@ -227,7 +233,10 @@ class Heatmap(QWidget):
         self.data = data
         self.levels = levels
         self.row_labels = None if row_labels is None else list(row_labels)
-        self.col_labels = None if col_labels is None else list(col_labels)
+        col_labels = None if col_labels is None else list(col_labels)
+        if col_labels != self.col_labels:
+            self._widest_col = None
+        self.col_labels = col_labels
         if data.size == 0:
             self._tick_key = None
             self.image.clear()
@@ -302,7 +311,7 @@ class Heatmap(QWidget):
         old_rows, old_cols = self._tick_key or (None, None)
         upright, c_step = False, 1
         if self.col_labels is not None:
-            upright, c_step = column_layout(self.col_axis, self.col_labels, max(vb.width(), 1.0) / cols, fm)
+            upright, c_step = column_layout(self.col_axis, self._widest_col_label(), max(vb.width(), 1.0) / cols)
         keep_cols = self._keep if c_step > 1 and self.keys_are_rows else ()
         cols_key = (self.col_labels, c_step, upright, keep_cols)
         # Each axis is touched only when its own labels change: setTicks makes pyqtgraph rebuild

@@ -59,6 +59,9 @@ class LabelAxis(pg.AxisItem):
         """Name the axis (pyqtgraph's axis label), in ``colour`` when given; "" hides the title."""
         if colour is not None:
             self.labelStyle = {"color": QColor(colour).name()}
+        # Token and dimension axes never need an SI prefix; with one enabled, pyqtgraph lays the
+        # title's rich text out again on every range change (ten times a keystroke).
+        self.enableAutoSIPrefix(False)
         self.setLabel(text or None)
 
     def title_space(self) -> float:

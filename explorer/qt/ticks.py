@@ -82,13 +82,14 @@ def relayout(axis: pg.AxisItem) -> None:
         plot.layout.activate()
 
 
-def column_layout(axis: LabelAxis, labels: Sequence[str], pitch: float, fm: QFontMetrics) -> tuple[bool, int]:
-    """How a top/bottom axis labels columns ``pitch`` px apart: (upright, step).
+def column_layout(axis: LabelAxis, widest_px: float, pitch: float) -> tuple[bool, int]:
+    """How a top/bottom axis labels columns ``pitch`` px apart whose widest label is ``widest_px``:
+    (upright, step).
 
     Flat when every label fits across its column; else upright (turned) when a text line fits
     in a column; else upright with every ``step``-th label (plus the selected and the last).
     """
-    if widest(axis, labels, fm) + LABEL_GAP_PX <= pitch:
+    if widest_px + LABEL_GAP_PX <= pitch:
         return False, 1
     need = UPRIGHT_PITCH * axis.line_height()
     return True, max(1, math.ceil(need / max(pitch, 1e-6)))

@@ -59,6 +59,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.info = QLabel()
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
         self.info.setWordWrap(True)
+        self.info.setMinimumHeight(2 * QFontMetrics(self.info.font()).lineSpacing())  # wrapping never moves the bars
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(theme.plot_background(self))
         self.plot = self.graphics.addPlot(axisItems={"left": LabelAxis("left")})
@@ -66,7 +67,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self._window = (-1, -1)  # (first rank, rows) in view
+        self._window = (-1, -1)  # (first rank, rows) drawn
+        self._range_shown = (-1, -1)  # (first rank, rows) of the view's range
         self.first = 0  # the first rank in view (the list scrolls when k bars do not fit)
         self.click_action = ""
         self.click_note = QLabel()  # what a click on a bar does: "append", or "insert after 'time'"
@@ -186,7 +188,9 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
                  for r, p in zip(ranks, probs)]
         widen_axis(self.plot.getAxis("left"), [label for _, label in ticks], QFontMetrics(self.font()))
         self.plot.getAxis("left").setTicks([ticks, []])
-        self.plot.setRange(xRange=(0, 1), yRange=(self.first - 0.5, self.first + max(rows, 1) - 0.5), padding=0.02)
+        if (self.first, rows) != self._range_shown:  # the view range changes only with the window
+            self._range_shown = (self.first, rows)
+            self.plot.setRange(xRange=(0, 1), yRange=(self.first - 0.5, self.first + max(rows, 1) - 0.5), padding=0.02)
         settle_view(self.plot.getViewBox())
 
     def _on_scroll_changed(self, value: int) -> None:
