@@ -59,6 +59,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
                    "in the window and in --screenshot pictures")
     p.add_argument("--generate", type=int, metavar="N", help="with --screenshot: generate N tokens after --text "
                    "(greedy) before the picture is taken")
+    p.add_argument("--fork", type=int, metavar="K", help="with --generate: then fork at the K-th generated token "
+                   "(its most likely alternative instead) and generate N more; the picture shows that branch")
     p.add_argument("--startup-time", action="store_true",
                    help="print when the window was shown and when the model was drawn, then exit")
     args = p.parse_args(argv)
@@ -68,6 +70,8 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
         p.error("--panel needs --screenshot")
     if args.generate is not None and (not args.screenshot or args.generate < 1):
         p.error("--generate N takes a number of tokens (1 or more) and goes with --screenshot")
+    if args.fork is not None and (args.generate is None or not 1 <= args.fork <= args.generate):
+        p.error("--fork K goes with --generate N, 1 <= K <= N")
     if args.book and args.panel not in (None, "variants"):
         p.error(f"--book shows the variants panel, not {args.panel!r}")
     return args
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.book:
             _show_book(widget if args.panel == "variants" else window)
         if args.generate:
-            _generate(window, args.generate, app)
+            _generate(window, args.generate, args.fork, app)
         try:
             _render(widget, args.size, args.screenshot, app)
         except OSError as exc:  # an unwritable place: one line, not a traceback
@@ -225,15 +229,30 @@ def _show_book(widget) -> None:
     widget.docks["variants"].raise_()
 
 
-def _generate(window, n: int, app) -> None:
-    """Generate ``n`` tokens (greedy) after the text, as Ctrl+G does, and wait for them."""
+def _generate(window, n: int, fork: int | None, app) -> None:
+    """Generate ``n`` tokens (greedy) after the text, as Ctrl+G does; with ``fork``, then take the
+    most likely alternative of the fork-th generated token instead, generate ``n`` more after it
+    and pin the token where the branches part."""
     from explorer.qt.generation import Generator
     from model.generate import Sampling
 
     generator = Generator.of(window.session)
+
+    def wait() -> None:
+        while generator.running:
+            app.processEvents()
+
     generator.start(n, Sampling())
-    while generator.running:
-        app.processEvents()
+    wait()
+    if fork is None or generator.story is None or fork > len(generator.story.branch.steps):
+        return
+    was = generator.story.branch.steps[fork - 1]
+    other = next((t for t in was.top_ids if t != was.token_id), None)
+    if other is not None:
+        generator.fork(fork - 1, other, n, Sampling())
+        wait()
+        s = window.session
+        s.set_position(len(generator.story.prompt_ids) + fork - 1 - s.trace.dropped)
 
 
 def _load(window, args) -> bool:

@@ -96,6 +96,7 @@ def test_forking_keeps_both_branches_and_switching_restores_each(qtbot, window):
     assert second[:3 + step] == first_ids[:3 + step] and second[3 + step] == alternative
     assert len(second) == 3 + step + 1 + 4 and story.branches[0].ids == first_ids[3:]  # the first branch kept
     assert story.branch.steps[step].forked and list(s.encoding.ids) == second
+    assert g.status == "generated 4 tokens after the fork at token 3"
     panel = window.panels["generate"]
     assert panel.branches.count() == 2 and "fork at 3" in panel.branches.itemText(1)
     g.switch(0)
@@ -150,7 +151,7 @@ def test_ctrl_g_generates_and_settings_are_kept(qtbot, window, tmp_path):
     panel = window.panels["generate"]
     panel.mode.setCurrentIndex(1)
     panel.seed_box.setValue(77)
-    assert panel.sampling() == Sampling(1.0, None, None, 77) and panel.temperature_box.isEnabled()
+    assert panel.sampling() == Sampling(1.0, None, None, 77) and panel.temperature_box.isVisible()
     window.save_settings()
     again = make_window(qtbot, tmp_path, make_tiny_checkpoint(window.session.tokenizer))
     assert again.panels["generate"].seed_box.value() == 77 and again.panels["generate"].n_box.value() == 3

@@ -75,6 +75,7 @@ class Generator(QObject):
         self.running = False
         self._left = 0  # tokens still to generate in this run
         self._done = 0
+        self._after = ""  # what the status adds to "generated N tokens" (after a fork)
         self._sampling = Sampling()
         self._rng_state: dict[str, Any] | None = None
         self._expected_text: str | None = None  # the text the last step left in the session
@@ -122,7 +123,7 @@ class Generator(QObject):
             return
         self.story.fork(step, token_id)
         self._show_branch()
-        self._run(n, sampling)
+        self._run(n, sampling, after=f" after the fork at token {step + 1}")
 
     def switch(self, branch: int) -> None:
         """Show another branch (its text in the editor)."""
@@ -139,8 +140,8 @@ class Generator(QObject):
             self._finish(f"{why} after {self._done} token{'s' * (self._done != 1)}")
 
     # ---- the run ---------------------------------------------------------------------------------
-    def _run(self, n: int, sampling: Sampling) -> None:
-        self._sampling, self._left, self._done = sampling, int(n), 0
+    def _run(self, n: int, sampling: Sampling, after: str = "") -> None:
+        self._sampling, self._left, self._done, self._after = sampling, int(n), 0, after
         self._rng_state = np.random.default_rng(sampling.seed).bit_generator.state
         self._expected_text = self.session.text
         self.running = True
@@ -178,7 +179,7 @@ class Generator(QObject):
         if self._left > 0:
             self._timer.start()  # the next token in a later turn: the window repaints in between
         else:
-            self._finish(f"generated {self._done} token{'s' * (self._done != 1)}")
+            self._finish(f"generated {self._done} token{'s' * (self._done != 1)}{self._after}")
 
     def _finish(self, status: str) -> None:
         was = self.running

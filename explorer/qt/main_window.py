@@ -152,7 +152,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([d["tokens"], d["attention"]], [int(w * LEFT_SHARE), int(w * (1 - LEFT_SHARE))],
                          Qt.Orientation.Horizontal)
         column = [d[n] for n in ("tokens", "generate", "next-token") if n in d]
-        shares = {"tokens": 0.3, "generate": 0.27, "next-token": 0.43}
+        shares = {"tokens": 0.3, "generate": 0.24, "next-token": 0.46}
         self.resizeDocks(column, [int(h * shares[n]) for n in ("tokens", "generate", "next-token") if n in d],
                          Qt.Orientation.Vertical)
 

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox,
+                               QVBoxLayout, QWidget)
 
 from explorer.core.views import token_label
 from explorer.qt.flow_layout import FlowLayout
@@ -82,9 +82,14 @@ class GeneratePanel(QWidget):
         self.status = QLabel()
         self.branches = QComboBox()
         self.branches.setToolTip("the continuations made from this text: choose one to show it")
+        self.branches.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.branches.setMinimumContentsLength(8)  # the list shows them whole; a narrow dock cuts the box
+        self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.branches.activated.connect(self.generator.switch)
         self.detail = QLabel(PICK)
         self.detail.setWordWrap(True)
+        self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.detail.setTextFormat(Qt.TextFormat.RichText)
         self.detail.linkActivated.connect(self._on_detail_link)
 
@@ -93,15 +98,18 @@ class GeneratePanel(QWidget):
         flow = FlowLayout(controls)
         flow.setContentsMargins(0, 0, 0, 0)
         flow.addWidget(self.button)
-        for label, box in (("N", self.n_box), ("", self.mode), ("temperature", self.temperature_box),
-                           ("top-k", self.top_k_box), ("top-p", self.top_p_box), ("seed", self.seed_box)):
-            flow.addWidget(_labelled(label, box) if label else box)
-        flow.addWidget(self.new_seed)
+        flow.addWidget(_labelled("N", self.n_box))
+        flow.addWidget(self.mode)
+        self._sampling_widgets = [_labelled(label, box) for label, box in (
+            ("temperature", self.temperature_box), ("top-k", self.top_k_box), ("top-p", self.top_p_box),
+            ("seed", self.seed_box))] + [self.new_seed]
+        for w in self._sampling_widgets:
+            flow.addWidget(w)
         story = QHBoxLayout()
-        story.addWidget(self.status)
-        story.addStretch(1)
-        story.addWidget(QLabel("branch"))
-        story.addWidget(self.branches, 3)
+        self.branch_label = QLabel("branch")
+        story.addWidget(self.branch_label)
+        story.addWidget(self.branches, 1)
+        story.addWidget(self.status, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(controls)
@@ -119,9 +127,10 @@ class GeneratePanel(QWidget):
                         self.seed_box.value())
 
     def _on_mode_changed(self, *_) -> None:
+        """The sampling settings are shown (and used) only when sampling."""
         sampled = self.mode.currentText() == "sample"
-        for w in (self.temperature_box, self.top_k_box, self.top_p_box, self.seed_box, self.new_seed):
-            w.setEnabled(sampled)
+        for w in self._sampling_widgets:
+            w.setVisible(sampled)
 
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
@@ -159,6 +168,8 @@ class GeneratePanel(QWidget):
         if story is not None and self.branches.currentIndex() != story.current:
             self.branches.setCurrentIndex(story.current)
         self.branches.setEnabled(len(items) > 1 and not g.running)
+        for w in (self.branch_label, self.branches):
+            w.setVisible(story is not None)
         self._show_selected()
 
     def _selected_index(self) -> int | None:
