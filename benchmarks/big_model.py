@@ -1,8 +1,10 @@
 """A GPT-2-small-sized checkpoint (random weights, written in our format here): open time, model
-time per update, and the longest stall of the GUI event loop while typing and on a long paste."""
+time per update, prefix reuse (:mod:`benchmarks.prefix_reuse`), and the longest stall of the GUI
+event loop while typing and on a long paste."""
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import time
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks import prefix_reuse
 from benchmarks.common import settle
 from benchmarks.keystroke import WORDS
 from model import GPT, GPTConfig, save_checkpoint
@@ -19,15 +22,21 @@ GPT2_SMALL = GPTConfig(vocab_size=50257, context_length=1024, d_model=768, n_hea
                        d_mlp=3072, qkv_bias=True)
 
 
-def write_checkpoint(folder: Path) -> Path:
-    """Write a seeded random GPT-2-small-sized model with a 50,257-word vocabulary; return its path."""
-    words = [UNK, EOT, *dict.fromkeys(WORDS)]
+def benchmark_tokenizer():
+    """A word tokenizer of 50,257 words: the benchmarks' words and every prefix of them (so that
+    each key typed inside a word changes the last token, as with a subword tokenizer), then fillers."""
+    typed = [*WORDS, *prefix_reuse.TYPED.split()]
+    words = [UNK, EOT, *dict.fromkeys([w[:i] for w in typed for i in range(len(w), 0, -1)])]
     words += [f"w{i}" for i in range(GPT2_SMALL.vocab_size - len(words))]
-    tokenizer = word_tokenizer_from_vocab(words)
+    return word_tokenizer_from_vocab(words)
+
+
+def write_checkpoint(folder: Path) -> Path:
+    """Write a seeded random GPT-2-small-sized model with :func:`benchmark_tokenizer`; return its path."""
     torch.manual_seed(0)
     model = GPT(GPT2_SMALL)
     path = folder / "gpt2-small-random.safetensors"
-    save_checkpoint(path, model, tokenizer, training={"note": "random weights, written by benchmarks"})
+    save_checkpoint(path, model, benchmark_tokenizer(), training={"note": "random weights, written by benchmarks"})
     return path
 
 
@@ -143,7 +152,8 @@ def _shows(session, text: str, expected: tuple[list[int], list[str]] | None = No
 
 
 def measure(app, window, quick: bool) -> dict[str, float]:
-    """Open time, model ms at 32/256/1024 tokens and the typing stall for the GPT-2-small-sized model."""
+    """Open time, model ms at 32/256/512/1024 tokens, prefix reuse and the typing stall for the
+    GPT-2-small-sized model."""
     with tempfile.TemporaryDirectory() as tmp:
         path = write_checkpoint(Path(tmp))
         t0 = time.perf_counter()
@@ -157,6 +167,9 @@ def measure(app, window, quick: bool) -> dict[str, float]:
     model = window.session.model
     for n in (32, 256, 1024):
         out[f"big_model_ms_t{n}"] = model_ms(model, n, reps=1 if quick or n == 1024 else 3)
+    out["big_model_full_ms_t512"] = model_ms(model, 512, reps=1 if quick else 3)
+    out.update(prefix_reuse.measure(model, window.session.tokenizer, quick))
+    gc.collect()
     text = "once upon a time there was a little girl named lily"[:50]
     out.update(typing_stall(app, window, text))
     out.update(paste_stall(app, window))

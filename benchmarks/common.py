@@ -37,12 +37,15 @@ def offscreen_app():
 
 
 def new_window(size: tuple[int, int] = (1400, 900)):
-    """A shown MainWindow with the default layout, its settings in a temporary file, dialogs muted."""
+    """A shown MainWindow with the default layout, its settings in a temporary file, dialogs muted,
+    in a process set up as the app sets up its own (glibc's mmap threshold pinned)."""
     from PySide6.QtCore import QSettings
 
+    from explorer.app import pin_malloc_threshold
     from explorer.qt import dialogs
     from explorer.qt.main_window import MainWindow
 
+    pin_malloc_threshold()
     app = offscreen_app()
     dialogs.error = lambda *args, **kwargs: None
     dialogs.info = lambda *args, **kwargs: None

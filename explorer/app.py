@@ -25,6 +25,31 @@ import torch  # noqa: E402, F401  (torch must be imported before the QApplicatio
 DEFAULT_SIZE = (1400, 900)
 
 
+MMAP_THRESHOLD = 1 << 20  # bytes: blocks this big or bigger get their own mapping
+
+
+def pin_malloc_threshold(nbytes: int = MMAP_THRESHOLD) -> bool:
+    """Fix glibc's mmap threshold (mallopt(3), ``M_MMAP_THRESHOLD``), so that the memory of freed
+    large blocks goes back to the system; True when it was set (Linux with glibc only).
+
+    By default glibc raises the threshold to the size of each large block freed (up to 32 MB);
+    blocks below it then come from the heap, where a small long-lived allocation above a freed
+    one keeps its pages. With the default model, resident memory stepped up by 8 to 12 MB at a
+    random moment during 1,500 edits while no Python object grew (the ``memory_growth`` benchmark
+    scaled such a step from 300 edits to 1,000); with a fixed 1 MiB threshold it stays within 1 MB.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return False
+    m_mmap_threshold = -3  # glibc's malloc.h
+    return bool(mallopt(m_mmap_threshold, int(nbytes)))
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit code 2
         print(f"{self.prog}: error: {message}", file=sys.stderr)
@@ -148,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     # The default model is dispatch-bound: one thread is as fast as two and leaves a core for
     # painting (with two threads on a busy 2-core machine a trace took 60 ms instead of 1.4 ms).
     torch.set_num_threads(1)
+    pin_malloc_threshold()
     if args.screenshot:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     elif sys.platform.startswith("linux") and not _has_display():

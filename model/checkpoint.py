@@ -17,7 +17,9 @@ from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
 )
-from model.formats.native import FORMAT_NAME, FORMAT_VERSION, load_checkpoint, save_checkpoint
+from model.formats.errors import ReaderFailure
+from model.formats.native import FORMAT_NAME, FORMAT_VERSION, save_checkpoint
+from model.plain import clip, readable, shown_name
 
 #: The readers :func:`load_any` tries, in order: our own format first; a Hugging Face folder (or
 #: one of its weight files) before nanoGPT, whose names GPT-2's resemble; llama2.c before the
@@ -25,9 +27,12 @@ from model.formats.native import FORMAT_NAME, FORMAT_VERSION, load_checkpoint, s
 #: would otherwise be handed to torch.load.
 READERS = (native, hf, llama2c, nanogpt, raschka)
 
+MESSAGE_MAX_CHARS = 2000  # a loader's message is shown whole in a dialog or on one line of stderr
+
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "NeedsInput",
-    "NotThisFormat", "atomic_write", "build_model", "load_any", "load_checkpoint", "load_snapshot", "save_as",
+    "NotThisFormat", "ReaderFailure", "atomic_write", "build_model", "load_any", "load_checkpoint", "load_snapshot",
+    "save_as",
     "save_checkpoint", "validate_state_dict",
 ]
 
@@ -85,15 +90,49 @@ def load_any(
         When no known format fits (naming the formats tried and what the file holds), the
         file is bad, asks to run code, holds a whole pickled model, or its vocabulary size
         differs from the embedding rows; :class:`model.formats.hub.HubError` when a Hub model
-        cannot be fetched (not cached and the Hub unreachable, no such repository, ...).
+        cannot be fetched (not cached and the Hub unreachable, no such repository, ...). Every
+        exception a reader raises ends as one: one that no check foresaw as a
+        :class:`ReaderFailure` naming the file and the exception (kept as ``__cause__``).
+        Messages are at most :data:`MESSAGE_MAX_CHARS` characters, with bytes of a file name
+        that are not UTF-8 shown as U+FFFD.
     """
     if hub.is_hub_spec(path):
         ref = hub.parse_hub_spec(path)
         return load_snapshot(ref, hub.fetch(ref), n_heads, vocab_path=vocab_path,
                              allow_no_tokenizer=allow_no_tokenizer)
-    source = Source(path)
     options = OpenOptions(n_heads=n_heads, vocab_path=Path(vocab_path) if vocab_path is not None else None,
                           allow_no_tokenizer=allow_no_tokenizer)
+    return _guarded(path, lambda: _dispatch(Source(path), options))
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Read and validate one of our own ``.safetensors`` checkpoints (no other format).
+
+    Raises
+    ------
+    CheckpointError
+        For every kind of bad file (missing, empty, truncated, not safetensors, another format,
+        wrong version, bad config or tokenizer, missing/unexpected/misshapen/non-finite tensors,
+        tokenizer size different from the embedding rows), with the file name and the problem;
+        as :func:`load_any`, what no check foresaw as a :class:`ReaderFailure`.
+    """
+    return _guarded(path, lambda: native.load_checkpoint(path))
+
+
+def _guarded(path: str | os.PathLike, read) -> Checkpoint:
+    """``read()``, every exception it raises ending as one CheckpointError naming the file."""
+    try:
+        return read()
+    except CheckpointError as exc:  # NeedsInput too: the same exception, its message made printable
+        exc.args = (_printable(str(exc)),)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the boundary: a bad file must never escape as a traceback
+        raise ReaderFailure(_printable(f"{shown_name(path)}: cannot be read ({type(exc).__name__}: "
+                                       f"{clip(str(exc)) or 'no message'})")) from exc
+
+
+def _dispatch(source: Source, options: OpenOptions) -> Checkpoint:
+    """The first reader's result whose format the file is (see :data:`READERS`)."""
     detail = ""
     for reader in READERS:
         try:
@@ -103,6 +142,12 @@ def load_any(
     raise CheckpointError(
         f"{source.path.name}: not a checkpoint format this app opens; tried: {formats_tried()}. {detail}"
     )
+
+
+def _printable(message: str) -> str:
+    """A message cut to :data:`MESSAGE_MAX_CHARS`, with lone surrogates (non-UTF-8 file names) as U+FFFD."""
+    message = readable(message)
+    return message if len(message) <= MESSAGE_MAX_CHARS else message[:MESSAGE_MAX_CHARS - 1] + "…"
 
 
 def load_snapshot(
@@ -129,8 +174,9 @@ def load_snapshot(
         checkpoint = load_any(folder, n_heads, vocab_path=vocab_path, allow_no_tokenizer=allow_no_tokenizer)
     except NeedsInput:
         raise
-    except CheckpointError as exc:
-        raise CheckpointError(hub.renamed(str(exc), folder, ref)) from None
+    except CheckpointError as exc:  # a ReaderFailure stays one, with its cause
+        kind = ReaderFailure if isinstance(exc, ReaderFailure) else CheckpointError
+        raise kind(hub.renamed(str(exc), folder, ref)) from exc.__cause__
     return hub.labelled(checkpoint, ref)
 
 
@@ -141,6 +187,9 @@ def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
     format and file it came from are recorded in the training facts (``imported_from``), so
     that the result opens directly with :func:`load_checkpoint`.
 
+    Tensors that share memory (a foreign model's unembedding tied to its embedding's storage,
+    views of one stacked matrix) are written each with its own copy.
+
     Raises
     ------
     OSError
@@ -149,7 +198,7 @@ def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
     training = dict(checkpoint.training)
     if checkpoint.source_format != FORMAT_NAME and checkpoint.path is not None:
         training.setdefault(
-            "imported_from", {"format": checkpoint.source_format, "file": checkpoint.origin or checkpoint.path.name}
+            "imported_from", {"format": checkpoint.source_format, "file": checkpoint.origin or shown_name(checkpoint.path)}
         )
     save_checkpoint(path, checkpoint.model, checkpoint.tokenizer, training=training,
                     vocab_padding=checkpoint.vocab_padding)

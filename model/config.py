@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
+
+from model.plain import short_repr
 
 POSITIONAL_KINDS = ("learned", "rope", "none")
 ROPE_PAIRS = ("halves", "interleaved")
@@ -13,6 +16,7 @@ MLPS = ("gelu", "swiglu")
 GELU_VARIANTS = ("exact", "tanh")
 
 # Keys of older config JSON (format version 1) and what they became.
+MAX_CONTEXT_LENGTH = 1 << 20  # positions; a RoPE model's angle table has one row per position
 _LEGACY_BOOL_KEYS = {"linear_bias": ("o_bias", "mlp_bias"), "ln_bias": ("norm_bias",)}
 
 
@@ -108,13 +112,15 @@ class GPTConfig:
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
         _check_positive_int("n_kv_heads", self.n_kv_heads)
+        if self.context_length > MAX_CONTEXT_LENGTH:
+            raise ValueError(f"context_length {self.context_length:,} is more than this app builds ({MAX_CONTEXT_LENGTH:,})")
         for name in ("scale_scores", "norm_bias", "qkv_bias", "o_bias", "mlp_bias", "tied_unembed"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise ValueError(f"{name} must be true or false, got {short_repr(getattr(self, name))}")
         for name, choices in (("positional", POSITIONAL_KINDS), ("rope_pairs", ROPE_PAIRS), ("norm", NORMS),
                               ("mlp", MLPS), ("gelu", GELU_VARIANTS)):
             if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+                raise ValueError(f"{name} must be one of {choices}, got {short_repr(getattr(self, name))}")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         if self.n_heads % self.n_kv_heads:
@@ -122,9 +128,9 @@ class GPTConfig:
         if self.positional == "rope" and self.d_head % 2:
             raise ValueError(f"RoPE rotates pairs of dimensions: d_head ({self.d_head}) must be even")
         if not _is_number(self.rope_theta) or not self.rope_theta > 1:
-            raise ValueError(f"rope_theta must be a number above 1, got {self.rope_theta!r}")
+            raise ValueError(f"rope_theta must be a number above 1, got {short_repr(self.rope_theta)}")
         if not _is_number(self.norm_eps) or not 0 < self.norm_eps < 1:
-            raise ValueError(f"norm_eps must be a small positive number, got {self.norm_eps!r}")
+            raise ValueError(f"norm_eps must be a small positive number, got {short_repr(self.norm_eps)}")
         if self.norm == "rmsnorm" and self.norm_bias:
             raise ValueError("norm_bias must be false with norm 'rmsnorm' (RMSNorm has no shift)")
         self._check_windows()
@@ -135,12 +141,13 @@ class GPTConfig:
             windows = tuple(windows)
             object.__setattr__(self, "attn_windows", windows)
         if not isinstance(windows, tuple):
-            raise ValueError(f"attn_windows must be a list of integers, got {windows!r}")
+            raise ValueError(f"attn_windows must be a list of integers, got {short_repr(windows)}")
         if windows and len(windows) != self.n_layers:
             raise ValueError(f"attn_windows has {len(windows)} entries for {self.n_layers} layers")
         for w in windows:
-            if isinstance(w, bool) or not isinstance(w, int) or w < 0:
-                raise ValueError(f"attn_windows entries must be integers >= 0 (0 = global), got {w!r}")
+            if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= MAX_CONTEXT_LENGTH:
+                raise ValueError(f"attn_windows entries must be integers from 0 (global) to {MAX_CONTEXT_LENGTH:,}, "
+                                 f"got {short_repr(w)}")
 
     @property
     def d_head(self) -> int:
@@ -186,7 +193,7 @@ class GPTConfig:
         if "positional_encoding" in data:
             value = data.pop("positional_encoding")
             if not isinstance(value, bool):
-                raise ValueError(f"positional_encoding must be true or false, got {value!r}")
+                raise ValueError(f"positional_encoding must be true or false, got {short_repr(value)}")
             data.setdefault("positional", "learned" if value else "none")
         if "ln_eps" in data:
             data.setdefault("norm_eps", data.pop("ln_eps"))
@@ -204,8 +211,14 @@ class GPTConfig:
 
 def _check_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ValueError(f"{name} must be a positive integer, got {short_repr(value)}")
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite int or float (an int too large for a float is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

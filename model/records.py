@@ -30,8 +30,8 @@ dotted name                         Trace attribute        what
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields
-from typing import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -60,8 +60,13 @@ class LayerTrace:
     q_pre_rope : (n_heads, T, d_head)     h W_Q before the rotation (the same array as q without RoPE).
     k_pre_rope : (n_kv_heads, T, d_head)  h W_K before the rotation (the same array as k without RoPE).
     attn_mask : (T, T) bool   True where query i may attend to key j (causal mask, window).
-    attn_scores : (n_heads, T, T)   attn_scale * q_i.k_j, -inf where attn_mask is False: exactly
-                              what the softmax received.
+    attn_scores : (n_heads, T, T)   attn_scale * q_i.k_j, -inf where attn_mask is False: what the
+                              softmax received. A trace made without ``reuse`` keeps them as the
+                              model computed them; one made with ``reuse`` keeps q and k only and
+                              computes the scores on first use (the same product, equal up to
+                              float rounding; 144 maps of 1,024 x 1,024, GPT-2 small's, are 600 MB
+                              that no view needs all at once). :meth:`head_attn_scores` computes
+                              one head's; :attr:`attn_scores_ready` says whether it costs nothing.
     attn_weights : (n_heads, T, T)  softmax of attn_scores over keys; rows sum to 1, in [0, 1].
     head_out : (n_heads, T, d_head) each head's out_i = sum_j a_ij v_j.
     attn_out : (T, d_model)   heads concatenated, times W_O (plus its bias).
@@ -79,7 +84,6 @@ class LayerTrace:
     q_pre_rope: np.ndarray
     k_pre_rope: np.ndarray
     attn_mask: np.ndarray
-    attn_scores: np.ndarray
     attn_weights: np.ndarray
     head_out: np.ndarray
     attn_out: np.ndarray
@@ -88,6 +92,27 @@ class LayerTrace:
     mlp_out: np.ndarray
     resid_post: np.ndarray
     attn_scale: float = 1.0
+    _attn_scores: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def attn_scores(self) -> np.ndarray:
+        """(n_heads, T, T) float32, read-only: the kept scores, or computed from q and k once."""
+        if self._attn_scores is not None:
+            return self._attn_scores
+        return scores_from(self.q, self.k, self.attn_mask, self.attn_scale)
+
+    @property
+    def attn_scores_ready(self) -> bool:
+        """True when :attr:`attn_scores` costs nothing: kept, or computed before."""
+        return self._attn_scores is not None or "attn_scores" in self.__dict__
+
+    def head_attn_scores(self, head: int) -> np.ndarray:
+        """(T, T) attn_scores of query head ``head``; computes only that head's when the layer's
+        scores were neither kept nor computed yet (a twelfth of the work with 12 heads)."""
+        if self.attn_scores_ready:
+            return self.attn_scores[head]
+        kv = self.kv_head(head)
+        return scores_from(self.q[head:head + 1], self.k[kv:kv + 1], self.attn_mask, self.attn_scale)[0]
 
     @property
     def n_heads(self) -> int:
@@ -97,6 +122,34 @@ class LayerTrace:
     def kv_head(self, head: int) -> int:
         """The key/value head (a row of k and v) that query head ``head`` reads."""
         return int(head) // (self.q.shape[0] // self.k.shape[0])
+
+
+def scores_from(q: np.ndarray, k: np.ndarray, attn_mask: np.ndarray, scale: float) -> np.ndarray:
+    """attn_scores from queries and keys, as the model computes them: (q_i.k_j) * scale, -inf
+    where ``attn_mask`` is False (Vaswani et al. 2017, eq. 1).
+
+    Parameters
+    ----------
+    q : (n_heads, T, d_head)
+    k : (n_kv_heads, T, d_head)   n_kv_heads divides n_heads; head h reads key head h // group.
+    attn_mask : (T, T) bool       True where query i may attend to key j.
+    scale : float                 1/sqrt(d_head), or 1 (GPT-Neo).
+
+    Returns
+    -------
+    (n_heads, T, T) float32, read-only.
+    """
+    qt = torch.from_numpy(np.array(q, dtype=np.float32))  # copies (the trace's arrays are read-only)
+    kt = torch.from_numpy(np.array(k, dtype=np.float32))
+    group = qt.shape[0] // max(1, kt.shape[0])
+    if group > 1:
+        kt = kt.repeat_interleave(group, dim=0)  # (n_heads, T, d_head)
+    scores = (qt @ kt.transpose(-2, -1)) * scale  # (n_heads, T, T)
+    if not attn_mask.all():
+        scores.masked_fill_(torch.from_numpy(~attn_mask), float("-inf"))
+    out = scores.numpy()
+    out.setflags(write=False)
+    return out
 
 
 # Dotted name of each LayerTrace field, relative to ``blocks.N`` (the table in the module docstring).
@@ -133,6 +186,7 @@ def _layer_trace(layer: dict, scale: float) -> LayerTrace:
             arrays[name] = _frozen(layer[name], batched=False)
         else:
             arrays[name] = _frozen(layer[name])
+    arrays["_attn_scores"] = arrays.pop("attn_scores")
     return LayerTrace(**arrays, attn_scale=float(scale))
 
 
@@ -180,6 +234,16 @@ def _bad_mask(name: str, a: np.ndarray) -> np.ndarray | None:
     return ~np.isfinite(a)
 
 
+_HEAD_ROWS = ("q", "k", "v", "q_pre_rope", "k_pre_rope", "head_out", "attn_scores", "attn_weights")
+
+
+def _rows_from(name: str, a: np.ndarray, start: int) -> np.ndarray:
+    """Rows (positions) start.. of the tensor with this dotted name (axis 1 of per-head tensors)."""
+    if not start:
+        return a
+    return a[:, start:] if name.rsplit(".", 1)[-1] in _HEAD_ROWS else a[start:]
+
+
 @dataclass(frozen=True)
 class Trace:
     """Everything the model computed for one sequence: batch axis removed, float32 numpy, CPU.
@@ -201,6 +265,9 @@ class Trace:
                                   a tenth of a trace's time).
     interventions : Interventions or None   the what-if changes this trace ran with
                                   (:mod:`model.interventions`; None: the plain model).
+    reused_rows : int             rows 0 .. reused_rows - 1 of every tensor were taken from the
+                                  trace passed as ``GPT.trace(..., reuse=)``; the model computed
+                                  positions reused_rows .. T-1 (0: everything was computed).
 
     Every array is also reachable by a dotted name, its place in the model's module tree
     (``trace["blocks.0.attn.attn_weights"]``, ``trace["blocks.0.attn.W_O"]`` for ``attn_out``; the
@@ -218,6 +285,9 @@ class Trace:
     ln_final: np.ndarray
     logits: np.ndarray
     interventions: object = None
+    reused_rows: int = 0
+    _reuse: Any = field(default=None, repr=False, compare=False)  # model.reuse.Origin: where the rows live
+    _finite_rows: int = field(default=0, repr=False, compare=False)  # leading rows known to be finite
 
     @functools.cached_property
     def probs(self) -> np.ndarray:
@@ -232,24 +302,35 @@ class Trace:
         A model with huge but finite weights can overflow: q_i.k_j beyond float32's 3.4e38 is
         inf, and the softmax of a row with inf is NaN, which then spreads to every later tensor.
         ``probs`` is not checked (it is finite exactly when the logits are). Costs one pass over
-        every tensor (about 0.1 s for a GPT-2-small-sized trace of 1,024 tokens).
+        every tensor (about 0.1 s for a GPT-2-small-sized trace of 1,024 tokens); a trace that
+        reused the rows of one whose ``nonfinite`` was None checks only its new rows.
         """
-        for name, a in self._named_computed():
-            bad = _bad_mask(name, a)
+        start = self._finite_rows
+        for name, get in self._entries():
+            if name.endswith("attn_scores") and not self.blocks[int(name.split(".")[1])].attn_scores_ready:
+                # Not kept (a trace that reused rows): scores that are NaN or +inf make their
+                # softmax rows NaN, so they need computing only when the weights are not finite.
+                weights = self.blocks[int(name.split(".")[1])].attn_weights
+                if _bad_mask("attn_weights", _rows_from("attn_weights", weights, start)) is None:
+                    continue
+            a = get()
+            part = _rows_from(name, a, start)
+            bad = _bad_mask(name, part)
             if bad is not None:
                 parts = name.split(".")
                 layer = int(parts[1]) if parts[0] == "blocks" else None
                 tensor = _FIELD_OF[".".join(parts[2:])] if layer is not None else name  # attn.W_O -> attn_out
                 return NonFinite(name, layer, tensor, int(np.count_nonzero(bad)), int(a.size),
-                                 bool(np.isnan(a).any()))
+                                 bool(np.isnan(part).any()))
         return None
 
     @classmethod
     def from_records(
-        cls, token_ids, dropped, positional_encoding, causal, rec, logits, scales=None, interventions=None
+        cls, token_ids, dropped, positional_encoding, causal, rec, logits, scales=None, interventions=None,
+        origin=None,
     ) -> "Trace":
         """Build a trace from the dict of torch tensors that ``GPT._run`` fills (``scales``: each
-        layer's attn_scale)."""
+        layer's attn_scale; ``origin``: what a later trace needs to reuse this one's rows)."""
         ids = np.asarray(token_ids, dtype=np.int64).copy()
         ids.setflags(write=False)
         scales = scales or [1.0] * len(rec["blocks"])
@@ -267,6 +348,7 @@ class Trace:
             ln_final=_frozen(rec["ln_final"]),
             logits=_frozen(logits),
             interventions=interventions,
+            _reuse=origin,
         )
 
     @property
@@ -276,25 +358,25 @@ class Trace:
 
     def named(self) -> Iterator[tuple[str, np.ndarray]]:
         """Yield (dotted name, array) for every tensor, in model order."""
-        yield from self._named_computed()
+        for name, get in self._entries():
+            yield name, get()
         yield "probs", self.probs
 
-    def _named_computed(self) -> Iterator[tuple[str, np.ndarray]]:
-        """:meth:`named` without ``probs`` (which is computed from the logits on first use)."""
-        yield "tok_emb", self.tok
-        yield "pos_emb", self.pos
-        yield "x", self.x
+    def _entries(self) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
+        """(dotted name, getter) of every tensor but ``probs``, in model order: nothing computed
+        on first use (probs, attn_scores not kept) is computed until its getter is called."""
+        yield "tok_emb", lambda: self.tok
+        yield "pos_emb", lambda: self.pos
+        yield "x", lambda: self.x
         for i, layer in enumerate(self.blocks):
-            for f in fields(LayerTrace):
-                if f.name not in _LAYER_NAMES:
-                    continue
-                yield f"blocks.{i}.{_LAYER_NAMES[f.name]}", getattr(layer, f.name)
-        yield "ln_f", self.ln_final
-        yield "logits", self.logits
+            for name, dotted in _LAYER_NAMES.items():
+                yield f"blocks.{i}.{dotted}", functools.partial(getattr, layer, name)
+        yield "ln_f", lambda: self.ln_final
+        yield "logits", lambda: self.logits
 
     def names(self) -> list[str]:
         """Every dotted name, in model order."""
-        return [name for name, _ in self.named()]
+        return [name for name, _ in self._entries()] + ["probs"]
 
     def as_dict(self) -> Mapping[str, np.ndarray]:
         """{dotted name: array} for every tensor (a new dict of the same read-only arrays)."""
@@ -308,7 +390,9 @@ class Trace:
         KeyError
             For an unknown name, listing a few valid ones.
         """
-        for key, value in self.named():
+        if name == "probs":
+            return self.probs
+        for key, get in self._entries():
             if key == name:
-                return value
+                return get()
         raise KeyError(f"no tensor named {name!r}; try one of {self.names()[:6]} ...")

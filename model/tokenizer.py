@@ -21,6 +21,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import WordLevel
 
 from model.token_names import TokenNames
+from model.tokenizer_checks import check_usable, encode_by_pieces, unk_hint
 
 UNK = "<unk>"
 EOT = "<|endoftext|>"
@@ -121,6 +122,12 @@ class Tokenizer:
     ----------
     hf : tokenizers.Tokenizer
 
+    Raises
+    ------
+    ValueError
+        When the tokenizer cannot be used: the library fails on it, it fails on unknown text (an
+        unknown-word token missing from its vocabulary), or its ids leave [0, vocab_size).
+
     Attributes
     ----------
     kind : str
@@ -136,12 +143,16 @@ class Tokenizer:
 
     def __init__(self, hf: HFTokenizer) -> None:
         self.hf = hf
-        self._id_to_token = {i: t for t, i in hf.get_vocab(with_added_tokens=True).items()}
-        self.unk_id = hf.token_to_id(UNK)
-        self._space_prefix = _prepends_space(hf)
-        self.prefix_ids, self._prefix_tokens = _leading_special_tokens(hf)
-        self._names = TokenNames(hf, self._id_to_token)
+        try:  # tokenizers raises plain Exceptions (a post-processor naming a token it lacks, ...)
+            self._id_to_token = {i: t for t, i in hf.get_vocab(with_added_tokens=True).items()}
+            self.unk_id = hf.token_to_id(UNK)
+            self._space_prefix = _prepends_space(hf)
+            self.prefix_ids, self._prefix_tokens = _leading_special_tokens(hf)
+            self._names = TokenNames(hf, self._id_to_token)
+        except Exception as exc:
+            raise ValueError(f"not a usable tokenizer{unk_hint(hf)} ({exc})") from exc
         self.kind = self._names.kind
+        check_usable(hf, self._id_to_token, self.vocab_size)
 
     @property
     def vocab_size(self) -> int:
@@ -150,6 +161,9 @@ class Tokenizer:
 
     def encode(self, text: str) -> Encoding:
         """Tokenize ``text``; never raises for any str (emoji, odd whitespace, lone surrogates).
+
+        A tokenizer is checked when it is made (see :func:`model.tokenizer_checks.check_usable`); should the library
+        still fail on some text, the words it fails on give no token and the rest are encoded.
 
         Returns
         -------
@@ -171,7 +185,10 @@ class Tokenizer:
 
     def _encode(self, text: str, add_special_tokens: bool, shift: int = 0) -> Encoding:
         """The encoding of ``text`` with its spans moved ``shift`` characters on."""
-        enc = self.hf.encode(_clean(text), add_special_tokens=add_special_tokens)
+        try:
+            enc = self.hf.encode(_clean(text), add_special_tokens=add_special_tokens)
+        except Exception:  # noqa: BLE001 - a checked tokenizer does not fail; one that does loses only what it cannot encode
+            return self._encode_by_pieces(text, shift)
         spans = enc.offsets
         if _has_combining_marks(text):  # a per-token loop costs 0.2 s per MB of text
             spans = [(start, _past_combining(text, end)) for start, end in spans]
@@ -179,6 +196,12 @@ class Tokenizer:
             spans = [(start + shift, end + shift) for start, end in spans]
         # enc.tokens are the vocabulary entries of enc.ids, made in Rust rather than looked up here.
         return Encoding(ids=tuple(enc.ids), tokens=tuple(enc.tokens), spans=tuple(spans))
+
+    def _encode_by_pieces(self, text: str, shift: int) -> Encoding:
+        """The fallback that keeps :meth:`encode` from raising (see :func:`encode_by_pieces`)."""
+        ids, tokens, spans = encode_by_pieces(self.hf, text, _clean)
+        spans = [(start + shift, _past_combining(text, end) + shift) for start, end in spans]
+        return Encoding(ids=tuple(ids), tokens=tuple(tokens), spans=tuple(spans))
 
     def _encode_tail(self, text: str, cut: int) -> Encoding:
         """The tokens of ``text[cut:]`` as they come inside ``text`` (cut at a word boundary):

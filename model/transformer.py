@@ -35,6 +35,7 @@ from torch import nn
 from model.components import RoPE, make_norm
 from model.config import GPTConfig
 from model.records import Trace
+from model.reuse import origin, trace_reusing
 
 
 class Attention(nn.Module):
@@ -67,28 +68,29 @@ class Attention(nn.Module):
         """The key/value head that query head ``head`` reads (grouped-query attention)."""
         return head // (self.n_heads // self.n_kv_heads)
 
-    def allowed_keys(self, T: int, causal: bool = True, device=None) -> torch.Tensor:
-        """The attention mask: bool (T, T), True where query i may attend to key j.
+    def allowed_keys(self, T: int, causal: bool = True, device=None, start: int = 0) -> torch.Tensor:
+        """The attention mask: bool (T - start, T), True where query i may attend to key j.
 
-        With ``causal``: j <= i. With a window w: also i - j < w (without ``causal``,
+        Rows are the queries at positions start .. T-1 (all T by default), columns the keys
+        0 .. T-1. With ``causal``: j <= i. With a window w: also i - j < w (without ``causal``,
         |i - j| < w). Every query may always see itself.
         """
         pos = torch.arange(T, device=device)
-        offset = pos[:, None] - pos[None, :]  # (T, T): i - j
-        allowed = offset >= 0 if causal else torch.ones(T, T, dtype=torch.bool, device=device)
+        offset = pos[start:, None] - pos[None, :]  # (T - start, T): i - j
+        allowed = offset >= 0 if causal else torch.ones(T - start, T, dtype=torch.bool, device=device)
         if self.window:
             allowed = allowed & (offset.abs() < self.window)
         return allowed
 
     def forward(
-        self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None
+        self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, cache=None
     ) -> torch.Tensor:
         """Attention output after W_O.
 
         Parameters
         ----------
         h : Tensor (B, T, d_model)
-            LN1's output.
+            LN1's output (of the positions cache.start .. cache.start + T - 1 with a cache).
         causal : bool
             True masks keys after the query (decoder); False lets every query see every key
             (within the window).
@@ -96,33 +98,41 @@ class Attention(nn.Module):
             Apply RoPE (a model with RoPE only): False runs without position.
         record : dict or None
             When a dict, q, k, v (and q, k before rotation), attn_mask, attn_scores,
-            attn_weights and head_out are stored in it.
+            attn_weights and head_out are stored in it (k and v: this call's positions only).
         intervene : Interventions or None
             What-if changes (:mod:`model.interventions`): extra key masks, τ, scale on/off,
             ablated heads. None is the plain model.
+        cache : model.rowstore.KVSlot, optional
+            The keys and values of the ``cache.start`` positions before these (B = 1, no
+            ``intervene``): ``cache.update(k, v)`` stores this call's and returns every
+            position's, (1, n_kv_heads, start + T, d_head) each.
 
         Returns
         -------
         Tensor (B, T, d_model)
         """
         B, T, _ = h.shape
+        start = 0 if cache is None else cache.start
         q = self.W_Q(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, n_heads, T, d_head)
         k = self.W_K(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
         v = self.W_V(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
         q_pre, k_pre = q, k
         if self.rope is not None and rotate:
-            q, k = self.rope(q), self.rope(k)
+            q, k = self.rope(q, start), self.rope(k, start)
+        k_new, v_new = k, v
+        if cache is not None:
+            k, v = cache.update(k, v)  # (1, n_kv_heads, start + T, d_head): every position so far
         group = self.n_heads // self.n_kv_heads
-        k_h = k.repeat_interleave(group, dim=1) if group > 1 else k  # (B, n_heads, T, d_head)
+        k_h = k.repeat_interleave(group, dim=1) if group > 1 else k  # (B, n_heads, start + T, d_head)
         v_h = v.repeat_interleave(group, dim=1) if group > 1 else v
-        attn_mask = self.allowed_keys(T, causal, h.device)  # (T, T), True = may attend
+        attn_mask = self.allowed_keys(start + T, causal, h.device, start)  # (T, start + T), True = may attend
         scale = self.scale if intervene is None else intervene.multiplier(self)
-        attn_scores = (q @ k_h.transpose(-2, -1)) * scale  # (B, n_heads, T, T)
+        attn_scores = (q @ k_h.transpose(-2, -1)) * scale  # (B, n_heads, T, start + T)
         if intervene is not None:
             attn_mask = intervene.mask(attn_mask)  # (T, T), or (B, 1, T, T) with a mask per batch row
         if not bool(attn_mask.all()):
             attn_scores = attn_scores.masked_fill(~attn_mask, float("-inf"))
-        attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, n_heads, T, T)
+        attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, n_heads, T, start + T)
         head_out = attn_weights @ v_h  # (B, n_heads, T, d_head)
         if intervene is not None:
             head_out = intervene.head_out(self.layer, head_out)  # ablated heads zeroed
@@ -130,7 +140,7 @@ class Attention(nn.Module):
         z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
         if record is not None:
             record.update(
-                q=q, k=k, v=v, q_pre_rope=q_pre, k_pre_rope=k_pre,
+                q=q, k=k_new, v=v_new, q_pre_rope=q_pre, k_pre_rope=k_pre,
                 attn_mask=attn_mask if attn_mask.dim() == 2 else attn_mask[0, 0],
                 attn_scores=attn_scores, attn_weights=attn_weights, head_out=head_out,
             )
@@ -195,15 +205,17 @@ class Block(nn.Module):
         self.mlp = MLP(config, device)
 
     def forward(
-        self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None
+        self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None,
+        cache=None,
     ) -> torch.Tensor:
         """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict.
 
         ``rows`` (a list of positions): only those rows are wanted after this block, so the MLP
-        runs on them alone and the result is (B, len(rows), d_model).
+        runs on them alone and the result is (B, len(rows), d_model). ``cache``: see
+        :meth:`Attention.forward`.
         """
         h1 = self.ln1(x)
-        attn_out = self.attn(h1, causal, rotate, record, intervene)
+        attn_out = self.attn(h1, causal, rotate, record, intervene, cache)
         if rows is not None:
             x, attn_out = x[:, rows], attn_out[:, rows]  # (B, len(rows), d_model)
         resid_mid = x + attn_out
@@ -375,16 +387,22 @@ class GPT(nn.Module):
         records: dict | None,
         interventions=None,
         positions: Sequence[int] | None = None,
+        caches: Sequence | None = None,
     ) -> torch.Tensor:
-        """The one forward path behind :meth:`forward` and :meth:`trace`. ids: (B, T)."""
+        """The one forward path behind :meth:`forward` and :meth:`trace`. ids: (B, T).
+
+        With ``caches`` (one :class:`model.rowstore.KVSlot` per block) ids are the positions
+        start .. start + T - 1, after the ``start`` positions whose keys and values they hold.
+        """
+        start = 0 if caches is None else caches[0].start
         T = ids.shape[1]
-        if T > self.config.context_length:
+        if start + T > self.config.context_length:
             raise ValueError(
-                f"{T} tokens exceed the context length of {self.config.context_length}"
+                f"{start + T} tokens exceed the context length of {self.config.context_length}"
             )
         tok = self.tok_emb(ids)  # (B, T, d_model)
         if self.pos_emb is not None and positional_encoding:
-            pos = self.pos_emb(torch.arange(T, device=ids.device))  # (T, d_model)
+            pos = self.pos_emb(torch.arange(start, start + T, device=ids.device))  # (T, d_model)
             x = tok + pos
         else:
             pos = torch.zeros_like(tok[0])
@@ -395,7 +413,8 @@ class GPT(nn.Module):
         for i, block in enumerate(self.blocks):
             layer = {} if records is not None else None
             rows = None if positions is None or i < last else list(positions)  # the last block: those rows only
-            x = block(x, causal, positional_encoding, layer, interventions, rows)
+            x = block(x, causal, positional_encoding, layer, interventions, rows,
+                      None if caches is None else caches[i])
             if records is not None:
                 records["blocks"].append(layer)
         h = self.ln_f(x)
@@ -418,6 +437,7 @@ class GPT(nn.Module):
         positional_encoding: bool = True,
         causal: bool = True,
         interventions=None,
+        reuse: Trace | None = None,
     ) -> Trace:
         """Run the model on one sequence and keep every intermediate.
 
@@ -435,6 +455,15 @@ class GPT(nn.Module):
             What-if changes (ablated heads, τ, scale on/off, a (T, T) key mask), recorded in
             ``Trace.interventions``; each layer's ``attn_scale`` is then the multiplier used
             (scale / τ). None runs the plain model.
+        reuse : Trace, optional
+            An earlier trace of this model (the one shown before an edit). Where the ids run
+            keep its first p ids, with the same options and weights and no ``interventions``,
+            only positions p.. are computed, with its keys and values, and its rows 0..p-1 of
+            every tensor are reused (``Trace.reused_rows`` is p); otherwise the whole sequence
+            is computed. Either way the result equals a trace without ``reuse`` up to float
+            rounding (logits within 1e-5), and its arrays live in buffers shared with related
+            traces (:mod:`model.reuse`). Weights changed through ``.data`` are not noticed:
+            pass no ``reuse`` after changing weights that way.
 
         Returns
         -------
@@ -450,6 +479,8 @@ class GPT(nn.Module):
             integers: a batch of several sequences (shape (B, T) with B > 1; a (1, T) batch is
             taken as its one row), a single number, a nested or ragged list, floats, booleans or
             strings.
+        TypeError
+            When ``reuse`` is not a Trace.
         """
         n_ctx = self.config.context_length
         skipped = 0
@@ -469,8 +500,11 @@ class GPT(nn.Module):
         iv = None if interventions is None or interventions.changes_nothing else interventions
         if iv is not None:
             iv.check(self.config, ids.size)
+        uses_pe = positional_encoding and self.config.uses_position
+        if reuse is not None and iv is None:
+            return trace_reusing(self, ids, dropped, uses_pe, causal, reuse)
         rec: dict = {}
         logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec, iv)
-        uses_pe = positional_encoding and self.config.uses_position
         scales = [block.attn.scale if iv is None else iv.multiplier(block.attn) for block in self.blocks]
-        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales, interventions=iv)
+        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales, interventions=iv,
+                                  origin=origin(self, uses_pe, causal, iv))

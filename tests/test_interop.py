@@ -382,7 +382,7 @@ def test_a_meta_pkl_that_runs_code_is_refused_and_never_runs(tmp_path):
         load_any(tmp_path / "ckpt.pt")
     assert not marker.exists()
     (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"itos": {0: "a"}, "scale": 1.5}))
-    with pytest.raises(CheckpointError, match="refused: it holds float"):
+    with pytest.raises(CheckpointError, match="refused: it holds a value of type float"):
         load_any(tmp_path / "ckpt.pt")
 
 

@@ -219,6 +219,7 @@ def test_open_twin_loads_the_model_without_positional_encoding(qtbot, tmp_path, 
     nope = make_tiny_checkpoint(tiny_tokenizer, positional="none")
     save_checkpoint(twin, nope.model, tiny_tokenizer, training={"note": "test twin"})
     monkeypatch.setattr(panel_module, "TWIN", twin)
+    tiny_checkpoint.path = tmp_path / "tinystories-1L1H.safetensors"  # the twin is offered beside this model only
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
     window.session.set_text(TEXT)
     window.docks["positional"].raise_()

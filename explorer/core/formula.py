@@ -12,6 +12,12 @@ model decided, the recomputation reads from the trace rather than assuming it: w
 may see (``attn_mask``: the causal mask and any local window), the factor the dot products are
 multiplied by (``attn_scale``: 1/√d_head, or 1 for a model that does not scale) and which key/value
 head the query head reads (``kv_head``: grouped-query attention).
+
+What the trace does not hold comes from the model, as plain arrays (:class:`LayerFacts`, from
+:func:`layer_facts`): the first norm's kind, ε and weights, so that h_i = LN1(x_i) is recomputed
+from the block's input and compared with the trace's ``ln1``; and for RoPE the model's angles and
+pair layout, so that the rotation of q_i and of each k_j is recomputed from the trace's
+``q_pre_rope`` / ``k_pre_rope`` and compared with the q and k that entered the scores.
 """
 
 from __future__ import annotations
@@ -20,6 +26,107 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from explorer.core.rope import rotate
+
+
+@dataclass(frozen=True)
+class LayerFacts:
+    """What the formula reads from the model for one layer, as numpy copies (no torch needed later).
+
+    Attributes
+    ----------
+    norm : str                      ``"layernorm"`` or ``"rmsnorm"`` (``GPTConfig.norm``).
+    norm_eps : float
+    norm_weight : (d_model,)        LN1's gain g.
+    norm_bias : (d_model,) or None  LN1's shift b (None without one).
+    window : int                    the layer's attention window (0 = global).
+    rope_angles : (context_length, d_head/2) or None   RoPE's angles in radians (``GPT.rope_angles``).
+    rope_pairs : str                ``GPTConfig.rope_pairs`` (which dimensions turn together).
+    rope_theta : float
+    qkv_bias : bool                 whether W_Q, W_K, W_V add a bias (q_i = h_i W_Q + b_Q).
+    """
+
+    norm: str
+    norm_eps: float
+    norm_weight: np.ndarray
+    norm_bias: np.ndarray | None
+    window: int = 0
+    rope_angles: np.ndarray | None = None
+    rope_pairs: str = "halves"
+    rope_theta: float = 10000.0
+    qkv_bias: bool = False
+
+
+def layer_facts(model, layer: int, angles: np.ndarray | None = None) -> LayerFacts:
+    """:class:`LayerFacts` of ``model``'s block ``layer``; ``angles`` (the model's
+    ``rope_angles(context_length)``) may be passed when the caller has them already."""
+    cfg, block = model.config, model.blocks[layer]
+    ln1 = block.ln1
+    bias = getattr(ln1, "bias", None)
+    if angles is None and cfg.positional == "rope":
+        angles = model.rope_angles(cfg.context_length)
+    return LayerFacts(cfg.norm, float(cfg.norm_eps), ln1.weight.detach().float().numpy().copy(),
+                      None if bias is None else bias.detach().float().numpy().copy(), block.attn.window,
+                      angles, cfg.rope_pairs, float(cfg.rope_theta), cfg.qkv_bias)
+
+
+@dataclass(frozen=True)
+class NormStep:
+    """h_i = LN1(x_i) recomputed in float64 from the block's input x_i (the trace's ``x`` for block
+    0, the block before's ``resid_post`` after it).
+
+    Attributes
+    ----------
+    kind : str              ``"layernorm"``: h = (x − mean) / √(var + ε) ⊙ g + b;
+                            ``"rmsnorm"``: h = x / √(mean(x²) + ε) ⊙ g (Zhang & Sennrich 2019).
+    eps : float
+    x : (d_model,)          the block's input x_i.
+    mean : float            mean of x_i (LayerNorm subtracts it; RMSNorm does not: 0).
+    divisor : float         √(var(x_i) + ε) for LayerNorm, √(mean(x_i²) + ε) for RMSNorm.
+    h : (d_model,)          the recomputed h_i.
+    trace_h : (d_model,)    the trace's ``ln1[i]``.
+    max_abs_diff : float    max |h − trace_h|.
+    shift : bool            whether LayerNorm adds a learned shift b.
+    """
+
+    kind: str
+    eps: float
+    x: np.ndarray
+    mean: float
+    divisor: float
+    h: np.ndarray
+    trace_h: np.ndarray
+    max_abs_diff: float
+    shift: bool = False
+
+
+@dataclass(frozen=True)
+class RotationStep:
+    """RoPE's rotation of q_i and of each seen k_j, recomputed in float64 from the trace's q and k
+    before rotation with the model's angles (Su et al. 2021, RoFormer, eq. 34).
+
+    Attributes
+    ----------
+    pairs : str                       ``GPTConfig.rope_pairs``.
+    theta : float                     the base θ: pair p turns by position · θ^(−2p/d_head).
+    q_pre : (d_head,)                 h_i W_Q before the rotation.
+    k_pre : (n_keys, d_head)          h_j W_K before the rotation.
+    q_angles : (d_head/2,)            the angles q_i's pairs turn by, i·θ_p (radians).
+    k_angles : (n_keys, d_head/2)     the angles of each k_j, j·θ_p.
+    q, k : (d_head,), (n_keys, d_head)  the recomputed rotations.
+    max_abs_diff : float              max |recomputed − the trace's q and k| over q_i and every k_j.
+    """
+
+    pairs: str
+    theta: float
+    q_pre: np.ndarray
+    k_pre: np.ndarray
+    q_angles: np.ndarray
+    k_angles: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    max_abs_diff: float
 
 
 @dataclass(frozen=True)
@@ -47,6 +154,14 @@ class FormulaSteps:
     out : (d_head,)               out_i = Σ_j a_ij v_j.
     trace_out : (d_head,)         the trace's head_out[head, i] (float32 as computed by the model).
     max_abs_diff : float          max |out - trace_out|.
+    positional_encoding : bool    whether the trace used the model's position signal (for RoPE:
+                                  whether q and k were rotated).
+    kv_group : tuple of int       the query heads that read the same key/value head (this one alone
+                                  without grouped-query attention).
+    window : int                  the layer's attention window (0 = global), when the model was given.
+    input_norm : NormStep or None      LN1 recomputed, when the model's facts were given.
+    rotation : RotationStep or None    the rotation recomputed, for a RoPE model whose trace rotated.
+    rope : bool                   True when the model has RoPE (known from its facts).
     """
 
     layer: int
@@ -70,6 +185,12 @@ class FormulaSteps:
     out: np.ndarray
     trace_out: np.ndarray
     max_abs_diff: float
+    positional_encoding: bool = True
+    kv_group: tuple[int, ...] = ()
+    window: int = 0
+    input_norm: NormStep | None = None
+    rotation: RotationStep | None = None
+    rope: bool = False
 
     @property
     def sqrt_d_head(self) -> float:
@@ -82,7 +203,37 @@ class FormulaSteps:
         return math.isclose(self.scale, 1.0 / self.sqrt_d_head, rel_tol=1e-6)
 
 
-def attention_steps(trace, layer: int, head: int, position: int) -> FormulaSteps:
+def norm_step(trace, layer: int, i: int, facts: LayerFacts) -> NormStep:
+    """Recompute h_i = LN1(x_i) of block ``layer`` from its input, in float64."""
+    x_in = trace.x if layer == 0 else trace.blocks[layer - 1].resid_post
+    x = x_in[i].astype(np.float64)  # (d_model,)
+    g = facts.norm_weight.astype(np.float64)
+    if facts.norm == "rmsnorm":
+        mean, divisor = 0.0, math.sqrt(float(np.mean(x * x)) + facts.norm_eps)
+        h = x / divisor * g
+    else:
+        mean = float(x.mean())
+        divisor = math.sqrt(float(np.mean((x - mean) ** 2)) + facts.norm_eps)
+        h = (x - mean) / divisor * g
+        if facts.norm_bias is not None:
+            h = h + facts.norm_bias
+    trace_h = np.asarray(trace.blocks[layer].ln1[i])
+    return NormStep(facts.norm, facts.norm_eps, x, mean, divisor, h, trace_h, float(np.max(np.abs(h - trace_h))),
+                    facts.norm_bias is not None)
+
+
+def rotation_step(blk, head: int, kv: int, i: int, keys: np.ndarray, facts: LayerFacts) -> RotationStep:
+    """Recompute RoPE's rotation of q_i (query head ``head``) and of k_j for ``keys`` (kv head ``kv``)."""
+    angles = facts.rope_angles
+    q_pre = blk.q_pre_rope[head, i].astype(np.float64)
+    k_pre = blk.k_pre_rope[kv, keys].astype(np.float64)
+    q_ang, k_ang = angles[i].astype(np.float64), angles[keys].astype(np.float64)
+    q, k = rotate(q_pre, q_ang, facts.rope_pairs), rotate(k_pre, k_ang, facts.rope_pairs)
+    diff = max(float(np.max(np.abs(q - blk.q[head, i]))), float(np.max(np.abs(k - blk.k[kv, keys]))))
+    return RotationStep(facts.rope_pairs, facts.rope_theta, q_pre, k_pre, q_ang, k_ang, q, k, diff)
+
+
+def attention_steps(trace, layer: int, head: int, position: int, facts: LayerFacts | None = None) -> FormulaSteps:
     """Recompute one query token's attention from the trace's q, k, v.
 
     Parameters
@@ -93,6 +244,9 @@ def attention_steps(trace, layer: int, head: int, position: int) -> FormulaSteps
         0-based block and head.
     position : int
         The query position i, in [0, T); negative values count from the end.
+    facts : LayerFacts, optional
+        The model's facts for this layer (:func:`layer_facts`): with them, LN1 and (for RoPE)
+        the rotation of q and k are recomputed too.
 
     Returns
     -------
@@ -130,7 +284,13 @@ def attention_steps(trace, layer: int, head: int, position: int) -> FormulaSteps
     out = weighted_v.sum(axis=0)  # (d_head,)
     trace_out = np.asarray(blk.head_out[head, i])
     diff = float(np.max(np.abs(out - trace_out)))
+    group = n_heads // blk.k.shape[0]
+    rope = facts is not None and facts.rope_angles is not None
+    rotated = rope and bool(trace.positional_encoding)
     return FormulaSteps(
         layer, head, i, bool(trace.causal), keys, d_head, float(blk.attn_scale), kv, q, k, v, dots, scores,
-        max_score, exps, norm, weights, weighted_v, out, trace_out, diff,
+        max_score, exps, norm, weights, weighted_v, out, trace_out, diff, bool(trace.positional_encoding),
+        tuple(range(kv * group, (kv + 1) * group)), facts.window if facts is not None else 0,
+        norm_step(trace, layer, i, facts) if facts is not None else None,
+        rotation_step(blk, head, kv, i, keys, facts) if rotated else None, rope,
     )

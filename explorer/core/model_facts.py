@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from model.plain import short_repr
+
 Rows = list[tuple[str, str]]
 Section = tuple[str, Rows]
 
@@ -25,6 +27,7 @@ LABELS = {"steps_this_run": "steps", "train_s": "training time", "wall_s": "wall
           "imported_from": "imported from"}
 CURVE_POINTS = 8  # at most this many "step: loss" pairs in the curve row (first and last always)
 HASH_CHARS = 12
+VALUE_MAX_CHARS = 1000  # one fact's text (a long training command fits)
 
 
 def fmt_number(x: float | int, sig: int = 4) -> str:
@@ -60,7 +63,7 @@ def fmt_loss(loss: float) -> str:
 
 def fmt_curve(curve: list, points: int = CURVE_POINTS) -> str:
     """``[[step, val_loss], ...]`` as "step: loss" pairs, thinned evenly to ``points`` (ends kept)."""
-    pairs = [p for p in curve if isinstance(p, (list, tuple)) and len(p) == 2]
+    pairs = [p for p in curve if isinstance(p, (list, tuple)) and len(p) == 2 and all(map(_finite, p))]
     if len(pairs) > points:
         keep = sorted({round(i * (len(pairs) - 1) / (points - 1)) for i in range(points)})
         pairs = [pairs[i] for i in keep]
@@ -77,8 +80,25 @@ def fmt_file(ref: dict) -> str:
     return text + "".join(f", {k} {fmt_value(k, v)}" for k, v in extra.items())
 
 
+def _finite(x: Any) -> bool:
+    """A number that formats: an int or a finite float (not a bool)."""
+    return not isinstance(x, bool) and (isinstance(x, int) or (isinstance(x, float) and math.isfinite(x)))
+
+
 def fmt_value(key: str, value: Any) -> str:
-    """Any recorded fact as text, chosen by its key and type (nested dicts and lists included)."""
+    """Any recorded fact as text, chosen by its key and type (nested dicts and lists included).
+
+    Never raises: a value of an unexpected type or range (the facts come from files) is shown as
+    a short repr; the text is at most :data:`VALUE_MAX_CHARS` characters.
+    """
+    try:
+        text = _fmt_value(str(key), value)
+    except (TypeError, ValueError, OverflowError, RecursionError, AttributeError):
+        text = short_repr(value)
+    return text if len(text) <= VALUE_MAX_CHARS else text[:VALUE_MAX_CHARS - 1] + "…"
+
+
+def _fmt_value(key: str, value: Any) -> str:
     if value is None:
         return "—"
     if key in LOSS_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -1,7 +1,9 @@
 """What does order change? Reorder the tokens and compare, with positional encoding on and off.
 
 The course's claim: attention alone treats its input as a set, so without a position signal a
-reordering only reorders the results; positional encoding x_i = e_i + p_i fixes that. This module
+reordering only reorders the results; positional encoding x_i = e_i + p_i fixes that. For a RoPE
+model the switch is the rotation of q and k inside attention (``GPT.trace(positional_encoding=)``
+turns it off), and the same four traces show what it changes. This module
 runs the four traces (original / reordered, positional encoding on / off), measures how far each
 token's contextual embedding moved between the two orders (each token compared with ITSELF at its
 new place), the total variation between the two last-position next-token distributions, and
@@ -70,6 +72,22 @@ def swap(n: int, i: int, j: int) -> np.ndarray:
     return perm
 
 
+def order_for(mode: tuple, n: int, keep_last: bool) -> np.ndarray:
+    """The reordering a mode names, applied to n tokens: ``("reverse",)``, ``("rotate", shift)``,
+    ``("shuffle", seed)``, ``("swap", i, j)`` (the identity when i or j is past the end) or
+    ``("custom", order)`` (reversed when the order has another length). Returns (n,) int64."""
+    kind = mode[0]
+    if kind == "rotate":
+        return rotate(n, mode[1], keep_last)
+    if kind == "shuffle":
+        return shuffle(n, mode[1], keep_last)
+    if kind == "swap":
+        return swap(n, mode[1], mode[2]) if max(mode[1], mode[2]) < n else np.arange(n, dtype=np.int64)
+    if kind == "custom" and len(mode[1]) == n:
+        return check_permutation(mode[1], n)
+    return reverse(n, keep_last)
+
+
 def canonical_order(ids: Sequence[int], perm: Sequence[int]) -> np.ndarray:
     """The permutation that gives the same reordered sequence ``ids[perm]`` while equal tokens keep
     their order among themselves (the k-th occurrence of a token stays its k-th occurrence).
@@ -133,7 +151,7 @@ class OrderComparison:
     layer, head : int          where the attention weights and the deltas are taken.
     causal : bool              whether the four traces used the causal mask.
     n_layers : int
-    model_has_pe : bool        whether the model has a positional table (False: on == off).
+    model_has_pe : bool        whether the model uses position at all, a table or RoPE (False: on == off).
     runs : tuple of OrderRun   (pe off, original), (pe off, reordered), (pe on, original), (pe on, reordered).
     attn_delta, block_delta : (2, T)  per original token i, ‖out_i - out'_{inverse[i]}‖ / ‖out_i‖
                                of ``blocks[layer].attn_out`` and ``blocks[layer].resid_post``.
@@ -144,6 +162,8 @@ class OrderComparison:
     prefix_same : (T,) bool    the multiset of tokens token i sees with the causal mask (at or before
                                it, within the first block's window) is the same in both orders.
     sentences : tuple of str   (pe off, pe on): what the numbers show.
+    positional : str           the model's scheme (``GPTConfig.positional``): for ``"rope"`` the
+                               switch is RoPE's rotation of q and k, not a table added to the input.
     """
 
     token_ids: np.ndarray
@@ -162,6 +182,7 @@ class OrderComparison:
     last_predicted_same: np.ndarray
     prefix_same: np.ndarray
     sentences: tuple[str, str]
+    positional: str = "learned"
 
     @property
     def last_moved(self) -> bool:
@@ -271,7 +292,7 @@ def compare_orders(
     prefix = predict_unchanged(ids, p, False, [model.blocks[0].attn.allowed_keys(T, True).numpy()], 1)
     comp = OrderComparison(
         ids, p, inv, layer, head, causal, cfg.n_layers, has_pe, tuple(runs), attn_d, block_d, tv,
-        pred, last_pred, prefix, ("", ""),
+        pred, last_pred, prefix, ("", ""), cfg.positional,
     )
     sentences = tuple(sentence_for(comp, pe, tokens, REL_TOL, TV_TOL) for pe in (False, True))
     return replace(comp, sentences=sentences)

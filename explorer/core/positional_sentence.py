@@ -135,6 +135,13 @@ def _token_part(c, k: int, tokens, rel_tol: float) -> tuple[str, np.ndarray]:
     ), changed
 
 
+def _pe_phrase(c) -> str:
+    """What tells the model where tokens stand: the learned table, or RoPE's rotation."""
+    if getattr(c, "positional", "learned") == "rope":
+        return "RoPE's rotation of q and k tells attention how far apart the tokens stand"
+    return "positional encoding x_i = e_i + p_i tells the model where each token stands"
+
+
 def _token_reason(c, k: int, pe_used: bool, changed: np.ndarray) -> str:
     if np.any(changed == c.predicted_same[k]):
         n = int(np.sum(changed == c.predicted_same[k]))
@@ -157,9 +164,8 @@ def _token_reason(c, k: int, pe_used: bool, changed: np.ndarray) -> str:
                 "encoding their order does not matter")
     if not changed.all() and changed.any():
         kept = "the same tokens before them" if c.causal else "a sequence that reads the same"
-        return (": positional encoding x_i = e_i + p_i tells the model where each token stands; only "
-                f"tokens with the same place and {kept} kept their result")
-    return ": positional encoding x_i = e_i + p_i tells the model where each token stands"
+        return (f": {_pe_phrase(c)}; only tokens with the same place and {kept} kept their result")
+    return f": {_pe_phrase(c)}"
 
 
 def _last_part(c, k: int, pe_used: bool, tokens, tv_tol: float) -> str:
@@ -182,7 +188,8 @@ def _last_part(c, k: int, pe_used: bool, tokens, tv_tol: float) -> str:
     if not pe_used and c.causal and c.n_layers > 1:
         return (head + f": the last token sees the same set of tokens, but with {c.n_layers} layers "
                 "the causal mask leaks their order through what the earlier tokens saw")
-    return head + ": with positional encoding the order of the tokens before it matters"
+    what = "RoPE's rotation" if getattr(c, "positional", "learned") == "rope" else "positional encoding"
+    return head + f": with {what} the order of the tokens before it matters"
 
 
 def sentence_for(c, positional_encoding: bool, tokens, rel_tol: float, tv_tol: float) -> str:

@@ -106,11 +106,29 @@ def _scaled(attn) -> str:
     return " / √d_head" if math.isclose(attn.scale, 1 / math.sqrt(attn.d_head), rel_tol=1e-6) else ""
 
 
+def _projections(attn, trace) -> str:
+    """q = h W_Q, k = h W_K, v = h W_V, with RoPE's rotation R(i), R(j) when the trace used it."""
+    if attn.rope is not None and trace.positional_encoding:
+        return "q_i = R(i) h_i W_Q, k_j = R(j) h_j W_K (RoPE), v_j = h_j W_V"
+    return "q = h W_Q, k = h W_K, v = h W_V"
+
+
+def _sharing(attn) -> str:
+    """", sharing 2 key/value heads (heads 0–1 read kv 0; 2–3 read kv 1)" under grouped-query attention."""
+    if attn.n_kv_heads == attn.n_heads:
+        return ""
+    group = attn.n_heads // attn.n_kv_heads
+    pairs = "; ".join(f"{g * group}–{(g + 1) * group - 1} read kv {g}" if group > 1 else f"{g} reads kv {g}"
+                      for g in range(attn.n_kv_heads))
+    kv = f"{attn.n_kv_heads} key/value head{'s' if attn.n_kv_heads > 1 else ''}"
+    return f" sharing {kv} (heads {pairs})"
+
+
 def _same(delta: float) -> str:
     return "equal to" if delta < SAME_TOL else "different from"
 
 
-def _simplified(trace, ref_w, i) -> Variant:
+def _simplified(trace, ref_w, i, rope: bool = False) -> Variant:
     x = trace.x.astype(np.float64)  # (T, d_model)
     scores = x @ x.T  # (T, T)
     weights = softmax(scores)
@@ -120,7 +138,8 @@ def _simplified(trace, ref_w, i) -> Variant:
     line = (f"No trainable weights and no scaling: scores compare the raw inputs x_i·x_j (up to "
             f"{fmt(np.max(np.abs(scores)))}), so {self_top} of {len(x)} tokens attend most to "
             f"themselves; the weights differ from the model's by up to {fmt(dw)}, and z_i lives in "
-            f"the input space (width {x.shape[1]}), not a head's.")
+            f"the input space (width {x.shape[1]}), not a head's."
+            + (" This model's x_i = e_i carries no position: RoPE adds it inside attention." if rope else ""))
     return Variant("simplified", TITLES["simplified"], "s_ij = x_i·x_j,  a_ij = softmax_j(s_ij),  z_i = Σ_j a_ij x_j",
                    scores[None], weights[None], z[None], None, None, i, z[i], dw, None, line)
 
@@ -159,7 +178,7 @@ def _single(key: str, c: _Context) -> Variant:
         line = (f"The model's W_Q, W_K, W_V without the causal mask: token {i} gives {fmt(future)} of its "
                 f"weight to later tokens; the weights are {_same(dw)} the trace's ({mode}), max |Δ| = {fmt(dw)}, "
                 f"|Δ out_i| = {fmt(do)}.")
-        formula = f"q = h W_Q, k = h W_K, v = h W_V,  a = softmax(q kᵀ{scaled}),  out_i = Σ_j a_ij v_j"
+        formula = f"{_projections(attn, c.trace)},  a = softmax(q kᵀ{scaled}),  out_i = Σ_j a_ij v_j"
     else:
         line = (f"Keys after the query masked out{_window_note(attn)} (zero weight): {_same(max(dw, do))} "
                 f"the trace ({mode}), max |Δ weights| = {fmt(dw)}, |Δ out_i| = {fmt(do)}.")
@@ -167,6 +186,15 @@ def _single(key: str, c: _Context) -> Variant:
                    "out_i = Σ_j a_ij v_j")
     return Variant(key, TITLES[key], formula, scores[c.head][None], w[None], o[None], None, None,
                    i, o[i], dw, do, line)
+
+
+def _multihead_formula(attn) -> str:
+    """The multi-head formula; with grouped-query attention each head reads its group's k and v."""
+    if attn.n_kv_heads == attn.n_heads:
+        return f"head_h = softmax(q_h k_hᵀ{_scaled(attn)}) v_h,  out = concat(head_1 … head_H) W_O"
+    group = attn.n_heads // attn.n_kv_heads
+    return (f"head_h = softmax(q_h k_g(h)ᵀ{_scaled(attn)}) v_g(h) with g(h) = h // {group} (shared key/value "
+            "heads),  out = concat(head_1 … head_H) W_O")
 
 
 def _multihead(c: _Context) -> Variant:
@@ -179,10 +207,10 @@ def _multihead(c: _Context) -> Variant:
     dw = float(np.max(np.abs(weights[c.head] - c.ref_w)))
     do = float(np.max(np.abs(mixed - blk.attn_out)))
     heads = "one head" if H == 1 else f"{H} heads"
-    line = (f"{heads} of width {d_head}, concatenated to width {H * d_head} and mixed by W_O: "
+    line = (f"{heads} of width {d_head}{_sharing(c.attn)}, concatenated to width {H * d_head} and mixed by W_O: "
             f"{_same(do)} the trace's attention output, max |Δ| = {fmt(do)}.")
     return Variant("multihead", TITLES["multihead"],
-                   f"head_h = softmax(q_h k_hᵀ{_scaled(c.attn)}) v_h,  out = concat(head_1 … head_H) W_O",
+                   _multihead_formula(c.attn),
                    scores, weights, outs, concat, mixed, c.i, mixed[c.i], dw, do, line)
 
 
@@ -228,7 +256,8 @@ def all_variants(model, trace, layer: int, head: int, position: int,
     blk = trace.blocks[layer]
     c = _Context(attn, weights, trace, layer, head, i, _qkv(attn, weights, trace, layer),
                  blk.attn_weights[head].astype(np.float64), blk.head_out[head].astype(np.float64))
-    return (_simplified(trace, c.ref_w, i), _single("self", c), _single("causal", c), _multihead(c))
+    rope = attn.rope is not None
+    return (_simplified(trace, c.ref_w, i, rope), _single("self", c), _single("causal", c), _multihead(c))
 
 
 @dataclass(frozen=True)

@@ -226,3 +226,11 @@ def head_mosaic(trace: Trace, cell: int = 48, gap: int = 2) -> np.ndarray:
         for head in range(n_heads):
             out[layer * step:layer * step + s, head * step:head * step + s] = max_pooled(lt.attn_weights[head], cell)
     return out
+
+
+def head_names(trace: Trace) -> list[str]:
+    """The all-heads grid's column names: ``"H0"``, ... and, under grouped-query attention, the
+    key/value head each query head reads (``"H2 kv1"``, from ``LayerTrace.kv_head``)."""
+    lt = trace.blocks[0]
+    grouped = lt.k.shape[0] < lt.q.shape[0]
+    return [f"H{h} kv{lt.kv_head(h)}" if grouped else f"H{h}" for h in range(lt.n_heads)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 from dataclasses import dataclass
 from functools import partial
@@ -29,6 +30,7 @@ from explorer.qt.stored import read_bool, read_int, read_str
 from model import Checkpoint
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_snapshot, save_as
 from model.formats.hub import HubError, is_hub_spec, parse_hub_spec
+from model.plain import clip, readable
 
 MAX_ROUNDS = 8  # questions per opening; each answer removes one, so this is never reached
 VOCAB_FILTER = ("Vocabularies (*.pkl *.json *.bin);;nanoGPT meta.pkl (meta.pkl *.pkl);;"
@@ -37,6 +39,8 @@ VOCAB_CHOICES = ["Choose a vocabulary file…", "Choose GPT-2's folder…", "Ope
 ERROR_TITLE = "Could not open checkpoint"
 MAX_HEADS = 4096  # a remembered number of heads above this is damage, not an answer
 SAVE_FILTER = "Transformer Explorer checkpoints (*.safetensors);;All files (*)"
+SAVE_ERROR_TITLE = "Could not save the model"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -50,7 +54,7 @@ class Answers:
 
 def settings_key(path: Path) -> str:
     """The QSettings group of a file's answers: one per absolute path."""
-    return "opened/" + hashlib.sha1(str(path.resolve()).encode("utf-8")).hexdigest()[:16]
+    return "opened/" + hashlib.sha1(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def recall(settings: QSettings, path: Path) -> Answers:
@@ -108,9 +112,15 @@ class CheckpointOpener:
             Answers supplied up front (command-line options); used as they are, never asked.
         """
         self.cancelled = False
-        if is_hub_spec(path):
-            return self._open_hub(str(path), given)
-        return self._open(Path(path), given, load_any)
+        try:
+            if is_hub_spec(path):
+                return self._open_hub(str(path), given)
+            return self._open(Path(path), given, load_any)
+        except Exception as exc:  # noqa: BLE001 - the app's boundary: one dialog, the current model stays
+            log.exception("opening %s failed", path)  # the traceback, for whoever runs the app from a terminal
+            name = readable(str(path) if is_hub_spec(path) else Path(path).name)
+            dialogs.error(self.parent, ERROR_TITLE, f"{name}: cannot be opened ({type(exc).__name__}: {clip(str(exc))})")
+            return None
 
     def _open_hub(self, spec: str, given: Answers | None) -> Checkpoint | None:
         """Fetch a Hub model off the GUI thread, then open its snapshot folder, named after the repository."""
@@ -149,11 +159,28 @@ class CheckpointOpener:
                     dialogs.error(self.parent, "Not this model's vocabulary", str(exc))
                 answers.vocab_path = None
                 continue
+            if not self._runs(checkpoint):
+                return None
             if answered:
                 remember(self.settings, path, answers)
             return checkpoint
         dialogs.error(self.parent, ERROR_TITLE, f"{path.name}: the loader kept asking the same question")
         return None
+
+    def _runs(self, checkpoint: Checkpoint) -> bool:
+        """Whether the loaded model runs on one token (and its tokenizer on a word), checked before
+        it replaces the current model; False after saying why."""
+        try:
+            checkpoint.model.trace([0])
+            if checkpoint.tokenizer is not None:
+                checkpoint.tokenizer.encode("once upon a time")
+        except Exception as exc:  # noqa: BLE001 - a model that loads but cannot run must not replace the current one
+            log.exception("the model of %s does not run", checkpoint.path)
+            name = checkpoint.origin or (readable(checkpoint.path.name) if checkpoint.path is not None else "the model")
+            dialogs.error(self.parent, ERROR_TITLE, f"{name}: the model was read but does not run "
+                                                    f"({type(exc).__name__}: {clip(str(exc))})")
+            return False
+        return True
 
     def _answer(self, exc: NeedsInput, answers: Answers, memory: Answers, answered: dict[str, str]) -> bool:
         """Fill in ``answers`` for the question ``exc`` asks: from memory (once), else the user.
@@ -217,10 +244,16 @@ def default_save_path(checkpoint: Checkpoint, fallback_dir: Path) -> Path:
 
 def save_model(parent: QWidget, checkpoint: Checkpoint, path: str | os.PathLike) -> bool:
     """Write ``checkpoint`` as our .safetensors (:func:`model.checkpoint.save_as`); False after
-    showing the error (nothing is left half-written: the file is written whole, then renamed)."""
+    showing any error in one dialog naming the file (nothing is left half-written: the file is
+    written whole, then renamed)."""
     try:
         save_as(checkpoint, path)
     except OSError as exc:
-        dialogs.error(parent, "Could not save the model", f"cannot write {path}: {exc.strerror or exc}")
+        dialogs.error(parent, SAVE_ERROR_TITLE, f"cannot write {readable(str(path))}: {exc.strerror or exc}")
+        return False
+    except Exception as exc:  # noqa: BLE001 - the library's own errors: one dialog, nothing written
+        log.exception("saving %s failed", path)
+        dialogs.error(parent, SAVE_ERROR_TITLE, f"cannot write {readable(str(path))}: "
+                                                f"{type(exc).__name__}: {clip(str(exc))}")
         return False
     return True

@@ -20,11 +20,12 @@ import torch
 from model.config import GPTConfig
 from model.formats.errors import CheckpointError, NeedsInput, NotThisFormat
 from model.formats.safe_pickle import torch_load
+from model.plain import clip, load_json, readable, shown_name
 from model.tokenizer import Tokenizer
 from model.transformer import GPT
 
 __all__ = ["Checkpoint", "CheckpointError", "NeedsInput", "NotThisFormat", "OpenOptions", "Source",
-           "atomic_write", "build_model", "fail", "validate_state_dict"]
+           "atomic_write", "build_model", "check_tensor", "fail", "is_file", "is_utf8", "validate_state_dict"]
 
 SAFETENSORS_MAX_HEADER = 100_000_000  # bytes; the safetensors library refuses larger headers
 
@@ -65,11 +66,11 @@ class Checkpoint:
 
     @property
     def name(self) -> str:
-        """A short display name: the repository for a Hub model (``owner/name``), the file's stem, or
-        "unsaved model"."""
+        """A short display name: the repository for a Hub model (``owner/name``), the file's stem
+        (bytes that are not UTF-8 as U+FFFD), or "unsaved model"."""
         if self.origin is not None:
             return self.origin.removeprefix("hf:")
-        return self.path.stem if self.path is not None else "unsaved model"
+        return readable(self.path.stem) if self.path is not None else "unsaved model"
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,16 @@ class OpenOptions:
 
 def fail(path: Path, problem: str) -> CheckpointError:
     """A CheckpointError whose message starts with the file's name."""
-    return CheckpointError(f"{Path(path).name}: {problem}")
+    return CheckpointError(f"{shown_name(path)}: {problem}")
+
+
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False too for a path the system refuses (a name too long, a NUL in it):
+    for paths made from what a file says (a dataset name, a shard)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 #: A file with this name stands for its folder (a Hugging Face model folder's config).
@@ -123,16 +133,16 @@ class Source:
 
     def _sniff(self) -> str:
         path = self.path
-        if path.is_dir():
-            return "folder"
-        if not path.is_file():
-            raise fail(path, "no such file or folder" if not path.exists() else "not a file or folder")
         try:
+            if path.is_dir():
+                return "folder"
+            if not path.is_file():
+                raise fail(path, self._missing())
             with open(path, "rb") as f:
                 head = f.read(9)
             size = path.stat().st_size
-        except OSError as exc:
-            raise fail(path, f"cannot read ({exc.strerror or exc})") from None
+        except (OSError, ValueError) as exc:
+            raise fail(path, f"cannot read ({getattr(exc, 'strerror', None) or exc})") from None
         if not head:
             raise fail(path, "the file is empty (0 bytes)")
         if len(head) == 9 and head[8:9] == b"{":
@@ -148,6 +158,12 @@ class Source:
             return "pickle"
         return "unknown"
 
+    def _missing(self) -> str:
+        """Why a path that is neither a file nor a folder cannot be opened."""
+        if self.path.is_symlink():
+            return "a symbolic link that leads nowhere (its target is missing, or the links form a loop)"
+        return "no such file or folder" if not self.path.exists() else "not a file or folder"
+
     @cached_property
     def safetensors_metadata(self) -> dict[str, str]:
         """The safetensors header's ``__metadata__`` (str -> str); {} for other containers.
@@ -162,10 +178,12 @@ class Source:
         from safetensors import safe_open
 
         try:
+            if not is_utf8(self.path):  # the library takes only UTF-8 paths: read the header here
+                return _header_metadata(self.path)
             with safe_open(str(self.path), framework="pt") as f:
                 return dict(f.metadata() or {})
         except Exception as exc:  # safetensors raises SafetensorError, OSError, ...
-            raise fail(self.path, f"not a readable safetensors file ({exc})") from None
+            raise fail(self.path, f"not a readable safetensors file ({clip(str(exc))})") from None
 
     @cached_property
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -178,12 +196,14 @@ class Source:
         """
         if self.container != "safetensors":
             raise fail(self.path, "not a safetensors file")
-        from safetensors.torch import load_file
+        from safetensors.torch import load, load_file
 
         try:
+            if not is_utf8(self.path):  # the library takes only UTF-8 paths: hand it the bytes
+                return load(self.path.read_bytes())
             return load_file(str(self.path), device="cpu")
-        except Exception as exc:  # SafetensorError, OSError, ...
-            raise fail(self.path, f"not a readable safetensors file ({exc})") from None
+        except Exception as exc:  # SafetensorError, OSError, MemoryError, ...
+            raise fail(self.path, f"not a readable safetensors file ({clip(str(exc)) or type(exc).__name__})") from None
 
     @cached_property
     def torch_object(self) -> Any:
@@ -200,6 +220,30 @@ class Source:
         return torch_load(self.path)
 
 
+def is_utf8(path: str | os.PathLike) -> bool:
+    """Whether a path is valid UTF-8 (Python keeps other bytes of a name as lone surrogates)."""
+    try:
+        str(path).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _header_metadata(path: Path) -> dict[str, str]:
+    """A safetensors file's ``__metadata__``, read from its header without the library."""
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        if size > SAFETENSORS_MAX_HEADER:
+            raise ValueError(f"a header of {size:,} bytes")
+        header = load_json(f.read(size))
+    metadata = header.get("__metadata__") if isinstance(header, dict) else None
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ValueError("its __metadata__ is not an object of strings")
+    return dict(metadata)
+
+
 def atomic_write(path: str | os.PathLike, write) -> None:
     """Call ``write(tmp_path)``, then rename the temporary file onto ``path``.
 
@@ -212,7 +256,9 @@ def atomic_write(path: str | os.PathLike, write) -> None:
         When the folder cannot be written.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    # The temporary name in UTF-8 (the file name's other bytes as U+FFFD): libraries that write
+    # it (safetensors) take only UTF-8 paths. The rename then gives the file its own name.
+    fd, tmp = tempfile.mkstemp(prefix=f".{shown_name(path)}.", suffix=".tmp", dir=path.parent or ".")
     os.close(fd)
     try:
         write(tmp)
@@ -223,6 +269,32 @@ def atomic_write(path: str | os.PathLike, write) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_tensor(path: Path, name: str, t: torch.Tensor) -> None:
+    """Refuse a tensor from a file that does not hold its values as an ordinary (dense) array.
+
+    torch.load rebuilds what the file describes: a sparse, quantized, nested or meta tensor, or a
+    view whose shape and strides claim more values than its storage holds (a stride of 0 makes
+    a 10^6 x 10^6 "table" from 4 bytes). Sizes read from such a tensor describe no real weights.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the tensor and what it is.
+    """
+    what = None
+    if t.is_nested or t.layout != torch.strided:
+        what = f"a {'nested' if t.is_nested else str(t.layout).removeprefix('torch.')} tensor"
+    elif t.is_quantized:
+        what = "a quantized tensor"
+    elif t.device.type != "cpu":
+        what = f"a tensor on the {t.device.type} device, without data"
+    elif t.numel() and t.numel() * t.element_size() > t.untyped_storage().nbytes():
+        what = (f"a tensor of shape {tuple(t.shape)} whose data holds only "
+                f"{t.untyped_storage().nbytes() // max(1, t.element_size()):,} values (a view with repeated strides)")
+    if what is not None:
+        raise fail(path, f"{clip(name, 100)} is {what}; only dense weights are read")
 
 
 def validate_state_dict(
@@ -266,7 +338,10 @@ def build_model(path: Path, config: GPTConfig, tensors: dict[str, torch.Tensor])
     state = validate_state_dict(path, config, tensors)
     # Built on the CPU, not the meta device: initialising meta tensors imports torch._dynamo
     # (1.8 s on first use). The throw-away initialisation must not move torch's global RNG.
-    with torch.random.fork_rng(devices=[]):
-        model = GPT(config)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            model = GPT(config)
+    except (RuntimeError, MemoryError) as exc:  # the allocator: buffers the weights do not bound (RoPE angles)
+        raise fail(path, f"cannot build this model in memory ({clip(str(exc), 120) or type(exc).__name__})") from exc
     model.load_state_dict(state, assign=True, strict=True)
     return model.eval()

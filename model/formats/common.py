@@ -12,14 +12,18 @@ import torch
 
 from model.config import GPTConfig
 from model.formats.base import (
-    Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, build_model,
+    Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, build_model, check_tensor,
 )
 from model.formats.vocab import (
     GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, gpt2_missing_hint, tokenizer_from_path, vocab_padding,
 )
+from model.plain import clip, short_repr
 from model.tokenizer import Tokenizer
 
 PREFIXES = ("_orig_mod.", "module.")  # what torch.compile and DDP put before state-dict keys
+MAX_BLOCK_INDEX_DIGITS = 6  # block numbers in state-dict keys (a million blocks is no model)
+SCALAR_MAX_CHARS = 500  # a string kept from a torch file's settings (model_args, config)
+SCALAR_MAX_ENTRIES = 1000
 # Heads per block of GPT-2's four sizes (Radford et al. 2019), by d_model.
 GPT2_HEADS = {768: 12, 1024: 16, 1280: 20, 1600: 25}
 
@@ -45,13 +49,28 @@ class Converted:
 
 
 class Keys:
-    """A foreign state dict whose entries are taken one by one; leftovers are an error."""
+    """A foreign state dict whose entries are taken one by one; leftovers are an error.
+
+    Every entry is checked when the dict is wrapped: a name (str) and a tensor that holds its data
+    (see :func:`~model.formats.base.check_tensor`), so that the shapes read from it can be trusted
+    to describe real values. The methods that read a size check the tensor's number of dimensions
+    first, so a misshapen tensor is named, never unpacked blindly.
+
+    Raises
+    ------
+    CheckpointError
+        For a key that is not a string, an entry that is not a tensor, or a tensor without its data.
+    """
 
     def __init__(self, path: Path, fmt: str, tensors: dict[str, Any]) -> None:
         self.path, self.fmt = path, fmt
-        bad = [k for k, v in tensors.items() if not isinstance(v, torch.Tensor)]
-        if bad:
-            raise CheckpointError(f"{path.name}: entry {bad[0]!r} of the {fmt} state_dict is not a tensor")
+        for key, value in tensors.items():
+            if not isinstance(key, str):
+                raise CheckpointError(f"{path.name}: the {fmt} state_dict has a key {short_repr(key)} that is not a name")
+            if not isinstance(value, torch.Tensor):
+                raise CheckpointError(f"{path.name}: entry {short_repr(key)} of the {fmt} state_dict is not a tensor "
+                                      f"(a {type(value).__name__})")
+            check_tensor(path, key, value)
         self.left = dict(tensors)
 
     def has(self, key: str) -> bool:
@@ -73,6 +92,22 @@ class Keys:
             )
         return t
 
+    def peek_matrix(self, key: str) -> torch.Tensor:
+        """The 2-D tensor under ``key`` (an embedding table, a weight whose shape tells a size), left in."""
+        t = self.peek(key)
+        if t.dim() != 2:
+            raise CheckpointError(f"{self.path.name}: {key} has shape {tuple(t.shape)}, expected a matrix (2 dimensions)")
+        return t
+
+    def take_matrix(self, key: str) -> torch.Tensor:
+        """:meth:`peek_matrix`, taken out."""
+        self.peek_matrix(key)
+        return self.take(key)
+
+    def rows(self, key: str) -> int:
+        """The first axis of the matrix under ``key`` (e.g. the context length of a positional table)."""
+        return int(self.peek_matrix(key).shape[0])
+
     def take_opt(self, key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor | None:
         return self.take(key, shape) if key in self.left else None
 
@@ -86,7 +121,8 @@ class Keys:
 
     def layers(self, prefix: str) -> int:
         """How many blocks ``prefix.N.`` there are (N must run 0..n-1)."""
-        found = {int(m.group(1)) for k in self.left if (m := re.match(re.escape(prefix) + r"\.(\d+)\.", k))}
+        number = re.compile(re.escape(prefix) + r"\.(\d{1,%d})\." % MAX_BLOCK_INDEX_DIGITS)
+        found = {int(m.group(1)) for k in self.left if (m := number.match(k))}
         if not found:
             raise CheckpointError(f"{self.path.name}: the {self.fmt} state_dict has no {prefix}.0 block")
         if found != set(range(len(found))):
@@ -106,15 +142,17 @@ def strip_prefixes(path: Path, state: dict[str, Any]) -> dict[str, Any]:
     Raises
     ------
     CheckpointError
-        When two keys become the same.
+        When a key is not a string, or two keys become the same.
     """
     out = {}
     for key, value in state.items():
+        if not isinstance(key, str):
+            raise CheckpointError(f"{path.name}: the state_dict has a key {short_repr(key)} that is not a name")
         name = key
         while name.startswith(PREFIXES):
             name = name[len(next(p for p in PREFIXES if name.startswith(p))):]
         if name in out:
-            raise CheckpointError(f"{path.name}: keys {key!r} and another both mean {name!r}")
+            raise CheckpointError(f"{path.name}: keys {short_repr(key)} and another both mean {short_repr(name)}")
         out[name] = value
     return out
 
@@ -146,26 +184,49 @@ def check_n_heads(path: Path, n_heads: Any, d_model: int, source: str) -> int:
     """``n_heads`` as an int that divides d_model, or a CheckpointError naming its source."""
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1 or d_model % n_heads:
         raise CheckpointError(
-            f"{path.name}: n_heads {n_heads!r} ({source}) does not divide d_model {d_model}; "
+            f"{path.name}: n_heads {short_repr(n_heads)} ({source}) does not divide d_model {d_model}; "
             f"possible values: {', '.join(map(str, divisors(d_model)))}"
         )
     return n_heads
 
 
 def make_config(path: Path, **fields: Any) -> GPTConfig:
-    """GPTConfig(**fields), its ValueError turned into a CheckpointError naming the file."""
+    """GPTConfig(**fields), its ValueError (or TypeError) turned into a CheckpointError naming the file."""
     try:
         return GPTConfig(**fields)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise CheckpointError(f"{path.name}: {exc}") from None
 
 
 def first_keys(obj: Any) -> str:
     """A short description of what a file holds, for "not this format" messages."""
     if isinstance(obj, dict):
-        keys = [str(k)[:80] for k in list(obj)[:8]]
+        keys = [k if isinstance(k, str) and len(k) <= 80 else short_repr(k) for k in list(obj)[:8]]
         return "first keys found: " + (", ".join(keys) if keys else "(none: an empty dict)")
     return f"it holds a {type(obj).__name__}, not a dict of tensors"
+
+
+def scalars(value: Any) -> dict[str, Any]:
+    """The entries of a settings dict from a torch file (``model_args``, train.py's ``config``) whose
+    values are plain: bool, int (within 64 bits), float, str (cut to :data:`SCALAR_MAX_CHARS`),
+    None, or a one-value tensor as its number. Other entries are left out, so that comparing,
+    converting, printing or saving the result as JSON is safe and fast; a non-dict gives {}."""
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, v in list(value.items())[:SCALAR_MAX_ENTRIES]:
+        if not isinstance(key, str) or len(key) > 100:
+            continue
+        if isinstance(v, torch.Tensor):
+            try:
+                v = v.item() if v.numel() == 1 and not v.is_complex() else ()
+            except (RuntimeError, ValueError, NotImplementedError):  # a tensor without data (meta, ...)
+                continue
+        if v is None or type(v) in (bool, float) or (type(v) is int and v.bit_length() < 64):
+            out[key] = v
+        elif type(v) is str:
+            out[key] = clip(v, SCALAR_MAX_CHARS) if len(v) > SCALAR_MAX_CHARS or "\n" in v else v
+    return out
 
 
 def foreign_object(source: Source) -> Any:

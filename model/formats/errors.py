@@ -10,6 +10,13 @@ class CheckpointError(Exception):
     """A checkpoint file could not be read or is not valid; the message names file and problem."""
 
 
+class ReaderFailure(CheckpointError):
+    """A reader failed in a way none of its checks foresaw (a library's own exception, a recursion
+    or memory limit): raised by :func:`model.checkpoint.load_any` in place of that exception, so
+    that a bad file still ends in one message naming it. The original exception is ``__cause__``;
+    tests that feed damaged files assert that none ends here (every kind has its own check)."""
+
+
 class NotThisFormat(CheckpointError):
     """Raised by a reader whose format the file is not; the dispatcher then tries the next one.
 

@@ -36,9 +36,11 @@ from typing import Any
 import torch
 
 from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, fail
-from model.formats.common import Converted, Keys, check_n_heads, finish, first_keys, make_config, strip_prefixes
+from model.formats.common import Converted, Keys, check_n_heads, finish, first_keys, make_config, scalars, strip_prefixes
 from model.formats.llama2c_bin import EMB, BinHeader, read_bin, read_header
 from model.formats.llama2c_vocab import find_llama2c_tokenizer
+from model.formats.safe_pickle import DATA_PKL_MAX_BYTES
+from model.plain import short_repr
 
 FORMAT = "llama2.c"
 DESCRIPTION = "llama2.c model.bin (version 0 or 1), ckpt.pt or its folder"
@@ -73,9 +75,9 @@ def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
     if isinstance(obj.get("model"), dict):
         state = strip_prefixes(path, obj["model"])
         if EMB in state and _WQ in state:
-            args = obj.get("model_args") if isinstance(obj.get("model_args"), dict) else None
-            run = dict(obj["config"]) if isinstance(obj.get("config"), dict) else {}
-            run.update({k: obj[k] for k in ("iter_num", "best_val_loss") if k in obj})
+            args = scalars(obj["model_args"]) if isinstance(obj.get("model_args"), dict) else None
+            run = scalars(obj.get("config"))
+            run.update(scalars({k: obj[k] for k in ("iter_num", "best_val_loss") if k in obj}))
             return state, args, run
     if all(isinstance(k, str) for k in obj):
         state = strip_prefixes(path, obj)
@@ -93,8 +95,8 @@ def _run_facts(path: Path, run: dict) -> dict[str, Any]:
         value = run.get(theirs)
         try:
             if value is not None:
-                facts[ours] = kind(value.item() if isinstance(value, torch.Tensor) else value)
-        except (TypeError, ValueError, RuntimeError):
+                facts[ours] = kind(value)
+        except (TypeError, ValueError, OverflowError):  # inf steps, a text loss: not a fact to show
             pass
     return _training(path, facts)
 
@@ -109,7 +111,7 @@ def _heads(path: Path, args: dict, d: int, kv_dim: int) -> tuple[int, int]:
         raise CheckpointError(f"{path.name}: wk has {kv_dim} rows, not a whole number of key/value heads of "
                               f"width {head} that divides {heads} heads")
     if args.get("n_kv_heads") not in (None, kv):
-        raise CheckpointError(f"{path.name}: model_args says n_kv_heads={args['n_kv_heads']!r} but wk says {kv}")
+        raise CheckpointError(f"{path.name}: model_args says n_kv_heads={short_repr(args['n_kv_heads'])} but wk says {kv}")
     return heads, kv
 
 
@@ -117,11 +119,11 @@ def _check_args(path: Path, args: dict, found: dict[str, int]) -> None:
     """model_args must agree with the weights (hidden_dim as FeedForward computes it when absent)."""
     expect = dict(args)
     if expect.get("hidden_dim") is None and isinstance(expect.get("multiple_of"), int) and isinstance(expect.get("dim"), int):
-        m, hidden = expect["multiple_of"], int(2 * 4 * expect["dim"] / 3)
+        m, hidden = expect["multiple_of"], 8 * expect["dim"] // 3  # FeedForward's int(2 * 4 * dim / 3), in integers
         expect["hidden_dim"] = m * ((hidden + m - 1) // m) if m > 0 else None
     for name, value in found.items():
         if expect.get(name) is not None and expect[name] != value:
-            raise CheckpointError(f"{path.name}: model_args says {name}={expect[name]!r} but the weights say {value}")
+            raise CheckpointError(f"{path.name}: model_args says {name}={short_repr(expect[name])} but the weights say {value}")
 
 
 def convert(path: Path, state: dict, args: dict, training: dict) -> Converted:
@@ -139,10 +141,10 @@ def convert(path: Path, state: dict, args: dict, training: dict) -> Converted:
     state = {k: v for k, v in state.items()  # old model.py without flash attention kept a causal-mask buffer
              if not (k.endswith(".attention.mask") and isinstance(v, torch.Tensor) and v.dim() == 4)}
     keys = Keys(path, "llama2.c", state)
-    emb = keys.take(EMB)
+    emb = keys.take_matrix(EMB)
     vocab, d = emb.shape
     n_layers = keys.layers("layers")
-    kv_dim, hidden = keys.peek("layers.0.attention.wk.weight").shape[0], keys.peek("layers.0.feed_forward.w1.weight").shape[0]
+    kv_dim, hidden = keys.rows("layers.0.attention.wk.weight"), keys.rows("layers.0.feed_forward.w1.weight")
     _check_args(path, args, {"dim": d, "n_layers": n_layers, "vocab_size": vocab, "hidden_dim": hidden})
     heads, kv_heads = _heads(path, args, d, kv_dim)
     shapes = {"attention_norm": (d,), "attention.wq": (d, d), "attention.wk": (kv_dim, d), "attention.wv": (kv_dim, d),
@@ -153,7 +155,7 @@ def convert(path: Path, state: dict, args: dict, training: dict) -> Converted:
         for theirs, ours in LAYER_NAMES.items():
             out[f"blocks.{i}.{ours}.weight"] = keys.take(f"layers.{i}.{theirs}.weight", shapes[theirs])
     output = keys.take_opt("output.weight", (vocab, d))
-    tied = output is None or output is emb or torch.equal(output, emb)  # export.py's own test
+    tied = output is None or output is emb or (output.dtype == emb.dtype and torch.equal(output, emb))  # export.py's test
     if not tied:
         out["unembed.weight"] = output
     keys.finish()
@@ -191,8 +193,11 @@ def _pickle_mentions(path: Path, *names: str) -> bool:
         if not zipfile.is_zipfile(path):
             return True
         with zipfile.ZipFile(path) as zf:
-            data = b"".join(zf.read(n) for n in zf.namelist() if n.endswith("data.pkl"))
-    except (OSError, zipfile.BadZipFile):
+            infos = [i for i in zf.infolist() if i.filename.endswith("data.pkl")]
+            if any(i.file_size > DATA_PKL_MAX_BYTES for i in infos):
+                return False  # not a checkpoint's pickle (torch_load refuses it too)
+            data = b"".join(zf.read(i) for i in infos)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError):  # a damaged zip
         return False
     return all(name.encode() in data for name in names)
 

@@ -158,16 +158,19 @@ def llama2c_tokenizer(path: Path) -> Tokenizer:
     merges = _merges(path, texts, names, scores)
     vocab = {name: i for i, name in enumerate(names)}
     unk = names[0] if names[0] == "<unk>" else None
-    hf = HFTokenizer(BPE(vocab=vocab, merges=merges, unk_token=unk, byte_fallback=True, fuse_unk=False))
-    # run.c's dummy prefix, for non-empty text only. Inserted at the empty match before the first
-    # character, so its token has the empty span (0, 0) (Prepend would give it the first character's).
-    hf.normalizer = normalizers.Replace(Regex(r"\A(?=[\s\S])"), " ")
-    # A list, not "<s> $A": a template string is split at whitespace, and BOS may hold some.
-    hf.post_processor = processors.TemplateProcessing(
-        single=[names[BOS_ID], "$A"], special_tokens=[(names[BOS_ID], BOS_ID)]
-    )
-    hf.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
-    return Tokenizer(hf)
+    try:
+        hf = HFTokenizer(BPE(vocab=vocab, merges=merges, unk_token=unk, byte_fallback=True, fuse_unk=False))
+        # run.c's dummy prefix, for non-empty text only. Inserted at the empty match before the first
+        # character, so its token has the empty span (0, 0) (Prepend would give it the first character's).
+        hf.normalizer = normalizers.Replace(Regex(r"\A(?=[\s\S])"), " ")
+        # A list, not "<s> $A": a template string is split at whitespace, and BOS may hold some.
+        hf.post_processor = processors.TemplateProcessing(
+            single=[names[BOS_ID], "$A"], special_tokens=[(names[BOS_ID], BOS_ID)]
+        )
+        hf.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+        return Tokenizer(hf)
+    except Exception as exc:  # tokenizers' own Exceptions, and the Tokenizer's ValueError
+        raise CheckpointError(f"{path.name}: this tokenizer.bin cannot be used ({str(exc)[:200]})") from exc
 
 
 def tokenizer_candidates(model_path: Path, vocab_size: int) -> list[Path]:

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from model.formats.base import CheckpointError
-from model.formats.base import Checkpoint, NotThisFormat, OpenOptions, Source
+from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, is_file
 from model.formats.common import (
-    Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads,
+    Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads, scalars,
     strip_prefixes,
 )
 from model.formats.safe_pickle import load_restricted
+from model.plain import short_repr
 from model.formats.vocab import (
     GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, find_gpt2_tokenizer, gpt2_search_dirs, tokenizer_from_meta,
 )
@@ -36,16 +36,17 @@ _WTE = "transformer.wte.weight"
 def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
     """(state dict, model_args or None, run facts) when ``obj`` is nanoGPT's, else None.
 
-    The run facts are ``config`` (train.py's settings) plus ``iter_num`` and ``best_val_loss``.
+    The run facts are ``config`` (train.py's settings) plus ``iter_num`` and ``best_val_loss``;
+    they and model_args keep only their plain values (see :func:`~model.formats.common.scalars`).
     """
     if not isinstance(obj, dict):
         return None
     if isinstance(obj.get("model"), dict):
         state = strip_prefixes(path, obj["model"])
         if _WTE in state:
-            args = obj.get("model_args") if isinstance(obj.get("model_args"), dict) else None
-            run = dict(obj["config"]) if isinstance(obj.get("config"), dict) else {}
-            run.update({k: obj[k] for k in ("iter_num", "best_val_loss") if k in obj})
+            args = scalars(obj["model_args"]) if isinstance(obj.get("model_args"), dict) else None
+            run = scalars(obj.get("config"))
+            run.update(scalars({k: obj[k] for k in ("iter_num", "best_val_loss") if k in obj}))
             return state, args, run
     if all(isinstance(k, str) for k in obj):
         state = strip_prefixes(path, obj)
@@ -82,7 +83,7 @@ def _drop_mask_buffers(state: dict[str, Any]) -> dict[str, Any]:
 def _agree(path: Path, args: dict | None, name: str, value: Any) -> None:
     if args is not None and name in args and args[name] != value:
         raise CheckpointError(
-            f"{path.name}: model_args says {name}={args[name]!r} but the weights say {value!r}"
+            f"{path.name}: model_args says {name}={short_repr(args[name])} but the weights say {value!r}"
         )
 
 
@@ -116,13 +117,13 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
         On missing, misshapen or unexpected tensors, or model_args that contradict the weights.
     """
     keys = Keys(path, "nanoGPT", _drop_mask_buffers(state))
-    wte = keys.take(_WTE)
+    wte = keys.take_matrix(_WTE)
     vocab, d = wte.shape
-    ctx = keys.peek("transformer.wpe.weight").shape[0]
+    ctx = keys.rows("transformer.wpe.weight")
     wpe = keys.take("transformer.wpe.weight", (ctx, d))
     n_layers = keys.layers("transformer.h")
     bias = keys.has("transformer.h.0.attn.c_attn.bias")
-    d_mlp = keys.peek("transformer.h.0.mlp.c_fc.weight").shape[0]
+    d_mlp = keys.rows("transformer.h.0.mlp.c_fc.weight")
     for name, value in (("vocab_size", vocab), ("n_embd", d), ("block_size", ctx),
                         ("n_layer", n_layers), ("bias", bias)):
         _agree(path, args, name, value)
@@ -139,7 +140,7 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
     if bias:
         out["ln_f.bias"] = keys.take("transformer.ln_f.bias", (d,))
     lm_head = keys.take_opt("lm_head.weight", (vocab, d))
-    tied = lm_head is None or torch.equal(lm_head, wte)
+    tied = lm_head is None or (lm_head.dtype == wte.dtype and torch.equal(lm_head, wte))
     if not tied:
         out["unembed.weight"] = lm_head
     keys.finish()
@@ -160,8 +161,8 @@ def _training(run: dict, path: Path) -> dict[str, Any]:
         value = run.get(theirs)
         try:
             if value is not None:
-                facts[ours] = kind(value.item() if isinstance(value, torch.Tensor) else value)
-        except (TypeError, ValueError, RuntimeError):
+                facts[ours] = kind(value)
+        except (TypeError, ValueError, OverflowError):  # inf steps, a text loss: not a fact to show
             pass
     return facts
 
@@ -181,7 +182,7 @@ def find_tokenizer(path: Path, run: dict, vocab: int):
     """(tokenizer or None, places searched): a meta.pkl, else GPT-2's for 50,257 / 50,304 rows."""
     places = meta_candidates(path, run)
     for meta_path in places:
-        if meta_path.is_file():
+        if is_file(meta_path):
             return tokenizer_from_meta(meta_path, load_restricted(meta_path)), places
     if vocab in (GPT2_VOCAB_SIZE, GPT2_PADDED_ROWS):
         return find_gpt2_tokenizer(), places + gpt2_search_dirs()

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from model.config import GPTConfig
+from model.plain import clip, load_json, short_repr
 from model.formats.base import (
-    Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, atomic_write, build_model, fail,
+    Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, atomic_write, build_model, fail, is_utf8,
 )
 from model.tokenizer import Tokenizer
 from model.transformer import GPT
@@ -24,6 +27,9 @@ FORMAT_NAME = "transformer-explorer"
 FORMAT_VERSION = "2"  # 2: the config names the architecture (positional, norm, mlp, ...)
 READABLE_VERSIONS = ("1", "2")  # version 1 configs use the older keys (GPTConfig.from_dict reads both)
 DESCRIPTION = "Transformer Explorer .safetensors"
+CONFIG_MAX_CHARS = 64 * 1024  # a config is a few hundred characters
+TRAINING_MAX_VALUES = 100_000  # values in the training facts (a long validation curve is a few thousand)
+_COUNT = re.compile(r"[0-9]{1,9}")  # a count of rows, in ASCII digits (str.isdigit also passes "²")
 
 __all__ = ["DESCRIPTION", "FORMAT_NAME", "FORMAT_VERSION", "CheckpointError", "load_checkpoint", "read",
            "save_checkpoint"]
@@ -57,9 +63,7 @@ def save_checkpoint(
     OSError
         When the file cannot be written.
     """
-    from safetensors.torch import save_file
-
-    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}
+    tensors = _own_storage({k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()})
     metadata = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -70,7 +74,32 @@ def save_checkpoint(
         metadata["tokenizer"] = tokenizer.to_json()
     if vocab_padding:
         metadata["vocab_padding"] = str(int(vocab_padding))
-    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    atomic_write(path, lambda tmp: _write(tensors, tmp, metadata))
+
+
+def _write(tensors: dict[str, torch.Tensor], path: str, metadata: dict[str, str]) -> None:
+    """safetensors' ``save_file``; for a path that is not UTF-8 (which the library refuses), its
+    bytes written here."""
+    from safetensors.torch import save, save_file
+
+    if is_utf8(path):
+        save_file(tensors, path, metadata=metadata)
+    else:
+        Path(path).write_bytes(save(tensors, metadata=metadata))
+
+
+def _own_storage(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors, each with storage of its own: safetensors refuses to write tensors that share
+    memory (a foreign model whose unembedding is its embedding table's storage, W_Q/W_K/W_V cut
+    from one stacked matrix, weights read as views of one file buffer), so the second and later
+    users of a storage get a copy."""
+    seen: set[int] = set()
+    out = {}
+    for name, t in tensors.items():
+        storage = t.untyped_storage().data_ptr()
+        out[name] = t.clone() if storage in seen and t.numel() else t
+        seen.add(storage)
+    return out
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
@@ -104,27 +133,21 @@ def read(source: Source, options: OpenOptions | None = None) -> Checkpoint:
     fmt = metadata.get("format")
     if fmt != FORMAT_NAME:
         raise NotThisFormat(
-            f"{path.name}: not a Transformer Explorer checkpoint (format {fmt!r}; expected {FORMAT_NAME!r})"
+            f"{path.name}: not a Transformer Explorer checkpoint (format {short_repr(fmt)}; expected {FORMAT_NAME!r})"
         )
     if metadata.get("format_version") not in READABLE_VERSIONS:
         raise fail(
             path,
-            f"format version {metadata.get('format_version')!r} is not supported (expected {FORMAT_VERSION})",
+            f"format version {short_repr(metadata.get('format_version'))} is not supported (expected {FORMAT_VERSION})",
         )
-    try:
-        config = GPTConfig.from_dict(json.loads(metadata.get("config", "")))
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise fail(path, f"bad config: {exc}") from None
+    config = _config(path, metadata.get("config", ""))
+    padding = _padding(path, metadata.get("vocab_padding", "0"))
     tokenizer = None
-    padding = metadata.get("vocab_padding", "0")
-    if not (padding.isascii() and padding.isdigit()):
-        raise fail(path, f"bad vocab_padding {padding!r} (expected a count of rows)")
-    padding = int(padding)
     if "tokenizer" in metadata:
         try:
             tokenizer = Tokenizer.from_json(metadata["tokenizer"])
         except ValueError as exc:
-            raise fail(path, f"bad tokenizer: {exc}") from None
+            raise fail(path, f"bad tokenizer: {clip(str(exc))}") from None
         if tokenizer.vocab_size + padding != config.vocab_size:
             raise fail(
                 path,
@@ -132,12 +155,33 @@ def read(source: Source, options: OpenOptions | None = None) -> Checkpoint:
                 + (f" (+{padding} padding rows)" if padding else "")
                 + f" but the embedding table has {config.vocab_size} rows",
             )
-    try:
-        training = json.loads(metadata.get("training", "{}"))
-    except (ValueError, RecursionError):
-        training = {}
-    if not isinstance(training, dict):  # a JSON list, string or null: not facts we can show
-        training = {}
+    training = _training(metadata.get("training", "{}"))
     model = build_model(path, config, source.tensors)
     return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=training,
                       vocab_padding=padding if tokenizer is not None else 0)
+
+
+def _config(path: Path, text: str) -> GPTConfig:
+    """The config metadata (JSON, at most :data:`CONFIG_MAX_CHARS`) as a GPTConfig."""
+    if len(text) > CONFIG_MAX_CHARS:
+        raise fail(path, f"bad config: {len(text):,} characters, far more than a config holds")
+    try:
+        return GPTConfig.from_dict(load_json(text, max_depth=4, max_nodes=10_000))
+    except (ValueError, TypeError) as exc:
+        raise fail(path, f"bad config: {clip(str(exc))}") from None
+
+
+def _padding(path: Path, text: str) -> int:
+    """The vocab_padding metadata: a count of rows in ASCII digits."""
+    if not _COUNT.fullmatch(text):
+        raise fail(path, f"bad vocab_padding {short_repr(text)} (expected a count of rows, such as 47)")
+    return int(text)
+
+
+def _training(text: str) -> dict[str, Any]:
+    """The training facts: a JSON object within bounds, else {} (they describe, they do not decide)."""
+    try:
+        training = load_json(text, max_depth=16, max_nodes=TRAINING_MAX_VALUES)
+    except ValueError:
+        return {}
+    return training if isinstance(training, dict) else {}  # a JSON list, string or null: not facts to show

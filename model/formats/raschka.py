@@ -1,7 +1,8 @@
 """LLMs-from-scratch checkpoints (Raschka, *Build a Large Language Model (From Scratch)*, ch. 4-5).
 
 ``model.pth`` is the ``GPTModel``'s bare state dict; ``model_and_optimizer.pth`` holds it under
-``model_state_dict``. Its layout is ours (pre-LayerNorm with scale/shift, eps 1e-5, heads as
+``model_state_dict``. Keys saved from a ``torch.compile``'d model start with ``_orig_mod.`` (from a
+DDP-wrapped one, ``module.``): read as the plain names. Its layout is ours (pre-LayerNorm with scale/shift, eps 1e-5, heads as
 contiguous column groups) with the tanh-approximate GELU and an untied ``out_head``. The file
 holds no config: vocab_size, d_model, context_length, n_layers and qkv_bias follow from the
 shapes and keys; n_heads cannot, and comes from a sidecar JSON in the book's key names (beside
@@ -13,29 +14,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from model.formats.base import CheckpointError
-from model.formats.base import Checkpoint, NotThisFormat, OpenOptions, Source
+from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, is_file
 from model.formats.common import (
     Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads,
+    strip_prefixes,
 )
 from model.formats.vocab import (
     GPT2_VOCAB_SIZE, find_gpt2_tokenizer, find_word_vocab, gpt2_search_dirs, read_json,
     tokenizer_from_path,
 )
+from model.plain import short_repr
 
 FORMAT = "llms-from-scratch"
 DESCRIPTION = "LLMs-from-scratch model.pth / model_and_optimizer.pth"
 _ATT = {"W_query": "W_Q", "W_key": "W_K", "W_value": "W_V"}
 
 
-def recognise(obj: Any) -> dict | None:
-    """The state dict when ``obj`` is an LLMs-from-scratch ``GPTModel``'s (bare or wrapped)."""
+def recognise(path: Path, obj: Any) -> dict | None:
+    """The state dict (``_orig_mod.`` / ``module.`` prefixes removed) when ``obj`` is an
+    LLMs-from-scratch ``GPTModel``'s (bare or wrapped), else None."""
     if isinstance(obj, dict) and isinstance(obj.get("model_state_dict"), dict):
         obj = obj["model_state_dict"]
-    if isinstance(obj, dict) and "tok_emb.weight" in obj and any(
-        isinstance(k, str) and k.startswith("trf_blocks.") for k in obj
-    ):
-        return obj
+    if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
+        return None
+    state = strip_prefixes(path, obj)
+    if "tok_emb.weight" in state and any(k.startswith("trf_blocks.") for k in state):
+        return state
     return None
 
 
@@ -50,7 +54,7 @@ def read(source: Source, options: OpenOptions) -> Checkpoint:
         As :func:`model.checkpoint.load_any`.
     """
     obj = foreign_object(source)
-    state = recognise(obj)
+    state = recognise(source.path, obj)
     if state is None:
         raise NotThisFormat(first_keys(obj))
     return finish(source, convert(source.path, state, options.n_heads), options)
@@ -64,7 +68,7 @@ def sidecar_paths(path: Path) -> list[Path]:
 def read_sidecar(path: Path) -> tuple[Path, dict] | None:
     """(file, config dict) of the first sidecar that holds the book's ``n_heads``, or None."""
     for side in sidecar_paths(path):
-        data = read_json(side) if side.is_file() else None
+        data = read_json(side) if is_file(side) else None
         if isinstance(data, dict) and "n_heads" in data:
             return side, data
     return None
@@ -75,7 +79,7 @@ def _check_sidecar(path: Path, side: Path, cfg: dict, facts: dict[str, Any]) -> 
     for key, value in facts.items():
         if key in cfg and cfg[key] != value:
             raise CheckpointError(
-                f"{path.name}: {side.name} says {key}={cfg[key]!r} but the weights say {value!r}"
+                f"{path.name}: {side.name} says {key}={short_repr(cfg[key])} but the weights say {value!r}"
             )
 
 
@@ -118,14 +122,14 @@ def convert(path: Path, state: dict, n_heads: int | None) -> Converted:
         vocab_size x d_model (a classifier head), or a sidecar that contradicts the weights.
     """
     keys = Keys(path, "LLMs-from-scratch", state)
-    tok = keys.take("tok_emb.weight")
+    tok = keys.take_matrix("tok_emb.weight")
     vocab, d = tok.shape
-    ctx = keys.peek("pos_emb.weight").shape[0]
+    ctx = keys.rows("pos_emb.weight")
     pos = keys.take("pos_emb.weight", (ctx, d))
     n_layers = keys.layers("trf_blocks")
     qkv_bias = keys.has("trf_blocks.0.att.W_query.bias")
     bias = keys.has("trf_blocks.0.att.out_proj.bias")
-    d_mlp = keys.peek("trf_blocks.0.ff.layers.0.weight").shape[0]
+    d_mlp = keys.rows("trf_blocks.0.ff.layers.0.weight")
     head = keys.peek("out_head.weight")
     if tuple(head.shape) != (vocab, d):
         raise CheckpointError(

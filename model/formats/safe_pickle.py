@@ -9,7 +9,15 @@ Two readers, neither of which can run code from the file:
 - :func:`load_restricted` reads small pickles such as nanoGPT's ``meta.pkl`` with an unpickler
   whose ``find_class`` refuses everything, so that only dicts, lists, tuples, str and int (and
   the other literals the pickle opcodes build without looking anything up) can be made; the
-  result is then checked to hold dict, list, tuple, str and int only.
+  result is then checked to hold dict, list, tuple, str and int only, at most 20 levels deep and
+  :data:`META_MAX_VALUES` values, as a tree: a list reached from two places (which pickle's memo
+  allows, making 10^19 values of 0.5 kB) is refused.
+
+Before either loads anything, :func:`model.formats.pickle_bounds.check_pickle_work` refuses a
+pickle that would hash or construct from a value too large to walk (which would hang inside the
+loader). torch is always handed an open file, never a path: ``torch.load`` picks its reader by a
+path's extension (a ``.safetensors`` name goes to safetensors), and the format is decided here by
+the file's contents.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from model.formats.errors import CheckpointError
+from model.formats.pickle_bounds import PickleTooComplex, check_pickle_bytes, check_pickle_work
+from model.plain import check_plain, clip, shown_name
 
 # Modules (and builtins) whose callables a checkpoint has no business asking for: a pickle that
 # names one is trying to run code, not describing a model.
@@ -35,7 +45,13 @@ _CODE_BUILTINS = {
     "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "open", "input",
     "breakpoint", "globals", "locals", "vars", "apply", "execfile",
 }
-META_MAX_BYTES = 64 * 1024 * 1024
+META_MAX_BYTES = 2 * 1024 * 1024  # nanoGPT's character meta.pkl files are a few kB
+META_MAX_VALUES = 500_000  # values in a vocabulary pickle (a shared list counted per reference)
+DATA_PKL_MAX_BYTES = 256 * 1024 * 1024  # a torch file's pickle (without its tensors' data)
+LEGACY_PICKLES = 5  # torch's legacy format: magic, protocol, sys info, the object, storage keys
+# What torch.load's refusals say around their cause: not for the user.
+_TORCH_NOISE = re.compile(r"Weights only load failed|Please file an issue|Check the documentation|"
+                          r"In PyTorch 2\.6|Re-running `torch\.load`|WeightsUnpickler error:\s*$")
 
 
 def _is_code(name: str) -> bool:
@@ -95,35 +111,71 @@ def _scan_one(stream: io.BytesIO, found: list[str]) -> None:
 
 
 def _pickle_bytes(path: Path) -> bytes:
-    """The pickle inside a torch zip file (``*/data.pkl``), or the whole file."""
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as zf:
-            names = [n for n in zf.namelist() if n.endswith("data.pkl")]
-            return zf.read(names[0]) if names else b""
-    return path.read_bytes()
+    """The pickle inside a torch zip file (``*/data.pkl``), or the file's first bytes (a legacy one).
+
+    Raises
+    ------
+    CheckpointError
+        When the zip's pickle is larger than :data:`DATA_PKL_MAX_BYTES`.
+    """
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                infos = [i for i in zf.infolist() if i.filename.endswith("data.pkl")]
+                if infos and infos[0].file_size > DATA_PKL_MAX_BYTES:
+                    raise CheckpointError(f"{shown_name(path)}: its pickle alone is {infos[0].file_size:,} bytes, "
+                                          "far more than a checkpoint's (without its tensors' data)")
+                with zf.open(infos[0]) if infos else io.BytesIO() as f:
+                    return f.read(DATA_PKL_MAX_BYTES)
+        with open(path, "rb") as f:
+            return f.read(DATA_PKL_MAX_BYTES)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError):
+        return b""  # torch will say what is wrong with the file
 
 
 def _refusal(path: Path, exc: Exception) -> CheckpointError:
     """A clear message for a pickle that ``weights_only`` refused."""
-    text = str(exc)
+    text, name = str(exc), shown_name(path)
     named = re.findall(r"GLOBAL ([\w.]+)", text)
     names = named or [g for g in referenced_globals(_pickle_bytes(path)) if not _is_torch_own(g)]
     code = [g for g in names if _is_code(g)]
     if code:
         return CheckpointError(
-            f"{path.name}: refused: the file asks Python to call {code[0]}, that is, to run code "
+            f"{name}: refused: the file asks Python to call {clip(code[0], 100)}, that is, to run code "
             "when it is opened. Nothing in it was run. Only tensors and plain containers are read "
             "(torch.load with weights_only=True)."
         )
     if names:
         return CheckpointError(
-            f"{path.name}: the file holds a whole pickled Python object ({names[0]}), not a "
+            f"{name}: the file holds a whole pickled Python object ({clip(names[0], 100)}), not a "
             "state_dict; opening it would mean running the code of the program that saved it. "
             "Save the weights instead, in that program: torch.save(model.state_dict(), "
             "'model.pth'), and open that file."
         )
-    first = next((line for line in text.splitlines() if "rror" in line), text.splitlines()[0] if text else "")
-    return CheckpointError(f"{path.name}: not a weights-only torch checkpoint ({first.strip()})")
+    return CheckpointError(f"{name}: not a torch checkpoint this app can read: its pickle is damaged "
+                           f"or not a pickle ({torch_cause(text)})")
+
+
+def torch_cause(text: str, limit: int = 200) -> str:
+    """The cause in one of torch.load's messages, without its advice to torch's own users."""
+    lines = [line.strip() for line in text.splitlines()]
+    kept = [line for line in lines if line and not _TORCH_NOISE.search(line)]
+    return clip(" ".join(kept) or (lines[0] if lines else "no reason given"), limit)
+
+
+def _check_work(path: Path) -> None:
+    """Refuse a torch file whose pickle would hash or construct from a value too large to walk."""
+    try:
+        if zipfile.is_zipfile(path):
+            check_pickle_bytes(_pickle_bytes(path))
+        else:
+            with open(path, "rb") as f:
+                check_pickle_work(f, LEGACY_PICKLES)
+    except PickleTooComplex as exc:
+        raise CheckpointError(f"{shown_name(path)}: refused: its pickle asks for {exc}; no checkpoint "
+                              "does (nothing in it was run)") from None
+    except OSError:
+        pass  # torch.load says what is wrong with the file
 
 
 def torch_load(path: Path) -> Any:
@@ -139,72 +191,70 @@ def torch_load(path: Path) -> Any:
     """
     import torch
 
+    _check_work(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with open(path, "rb") as f:  # a file, not a path: torch must not choose a reader by the name
+            return torch.load(f, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise _refusal(path, exc) from None
-    except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(f"{path.name}: torch cannot read this file ({str(exc).splitlines()[0]})") from None
+    except OSError as exc:
+        raise CheckpointError(f"{shown_name(path)}: cannot read ({exc.strerror or exc})") from None
+    except Exception as exc:  # torch's reader raises many types on a damaged file
+        raise CheckpointError(f"{shown_name(path)}: torch cannot read this file "
+                              f"({type(exc).__name__}: {torch_cause(str(exc))})") from exc
+
+
+class _Refused(pickle.UnpicklingError):
+    """What the restricted unpickler refuses to look up."""
 
 
 class _PlainDataUnpickler(pickle.Unpickler):
     """An unpickler that looks nothing up: no classes, no functions, no persistent ids."""
 
     def find_class(self, module: str, name: str):  # noqa: D401 - pickle's hook
-        raise pickle.UnpicklingError(f"it asks for {module}.{name}")
+        raise _Refused(f"it asks for {clip(module, 60)}.{clip(name, 60)}")
 
     def persistent_load(self, pid):
-        raise pickle.UnpicklingError("it refers to external objects")
-
-
-def _check_plain(value: Any, depth: int = 0) -> str | None:
-    """The first type other than dict/list/tuple/str/int in ``value``, or None."""
-    if depth > 20:
-        return "nesting deeper than 20 levels"
-    if isinstance(value, dict):
-        for k, v in value.items():
-            bad = _check_plain(k, depth + 1) or _check_plain(v, depth + 1)
-            if bad:
-                return bad
-        return None
-    if isinstance(value, (list, tuple)):
-        return next((b for b in (_check_plain(v, depth + 1) for v in value) if b), None)
-    if type(value) in (str, int):
-        return None
-    return type(value).__name__
+        raise _Refused("it refers to external objects")
 
 
 def load_restricted(path: Path) -> Any:
     """Read a small pickle that may hold only dicts, lists, tuples, str and int.
 
     Nothing in the file is run: every class or function lookup is refused before it happens.
+    The file may hold at most :data:`META_MAX_BYTES` bytes, 20 levels of nesting and
+    :data:`META_MAX_VALUES` values, and no container reached from two places.
 
     Raises
     ------
     CheckpointError
-        When the file is missing, too large, not a pickle, asks for any class or function, or
-        holds any other type, naming the file and what it asked for.
+        When the file is missing, too large, not a pickle, asks for any class or function, holds
+        any other type, or is too deep or too large to walk, naming the file and the problem.
     """
+    name = shown_name(path)
     try:
-        size = path.stat().st_size
-        if size > META_MAX_BYTES:
-            raise CheckpointError(f"{path.name}: {size} bytes is too large for a vocabulary pickle")
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(META_MAX_BYTES + 1)
     except OSError as exc:
-        raise CheckpointError(f"{path.name}: cannot read ({exc.strerror or exc})") from None
+        raise CheckpointError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > META_MAX_BYTES:
+        raise CheckpointError(f"{name}: more than {META_MAX_BYTES:,} bytes, too large for a vocabulary pickle")
     try:
+        check_pickle_bytes(data, strict=True)
         value = _PlainDataUnpickler(io.BytesIO(data)).load()
-    except pickle.UnpicklingError as exc:
+    except PickleTooComplex as exc:
+        raise CheckpointError(f"{name}: refused: it asks for {exc}; a vocabulary pickle never does") from None
+    except _Refused as exc:
         raise CheckpointError(
-            f"{path.name}: refused: {exc}; a vocabulary pickle may hold only dicts, lists, "
+            f"{name}: refused: {exc}; a vocabulary pickle may hold only dicts, lists, "
             "tuples, strings and integers. Nothing in it was run."
         ) from None
-    except Exception as exc:  # truncated data, bad opcodes, ...
-        raise CheckpointError(f"{path.name}: not a readable pickle ({exc})") from None
-    bad = _check_plain(value)
+    except Exception as exc:  # truncated data, bad opcodes, an integer too long, ...
+        raise CheckpointError(f"{name}: not a readable pickle ({type(exc).__name__}: {clip(str(exc), 160)})") from None
+    bad = check_plain(value, (dict, list, tuple, str, int), max_depth=20, max_nodes=META_MAX_VALUES, shared=False)
     if bad:
         raise CheckpointError(
-            f"{path.name}: refused: it holds {bad}; a vocabulary pickle may hold only dicts, "
-            "lists, tuples, strings and integers."
+            f"{name}: refused: it holds {bad}; a vocabulary pickle may hold only dicts, "
+            "lists, tuples, strings and integers, at most 20 levels deep."
         )
     return value

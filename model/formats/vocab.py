@@ -31,6 +31,7 @@ from tokenizers.models import BPE, WordLevel
 
 from model.formats.errors import CheckpointError
 from model.formats.llama2c_vocab import is_tokenizer_bin, llama2c_tokenizer
+from model.plain import clip, read_bounded, read_json_file, short_repr, shown_name
 from model.tokenizer import WORD_PATTERN, Tokenizer, word_tokenizer_from_vocab
 
 GPT2_VOCAB_SIZE = 50257
@@ -63,6 +64,8 @@ def char_tokenizer(itos: Sequence[str]) -> Tokenizer:
     vocab = {c: i for i, c in enumerate(itos)}
     if len(vocab) != len(itos):
         raise ValueError("the vocabulary has repeated characters")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in vocab):
+        raise ValueError("the vocabulary holds a lone surrogate, which is not a character of any text")
     known = "".join(f"\\x{{{ord(c):X}}}" for c in sorted(vocab))
     hf = HFTokenizer(WordLevel(vocab=vocab, unk_token="<unk>"))
     # Keep each known character as its own piece and drop everything else; no normalizer, so
@@ -110,7 +113,7 @@ def word_vocab_tokenizer(data: dict[str, Any]) -> Tokenizer:
         # invert=True keeps the regex's matches and drops the rest: re.findall.
         hf.pre_tokenizer = pre_tokenizers.Split(Regex(regex), behavior="removed", invert=True)
     except Exception as exc:  # tokenizers raises a plain Exception for a bad pattern
-        raise ValueError(f"bad tokenizer_regex {regex!r}: {exc}") from None
+        raise ValueError(f"bad tokenizer_regex {short_repr(regex)}: {clip(str(exc))}") from None
     return Tokenizer(hf)
 
 
@@ -146,15 +149,15 @@ def gpt2_tokenizer(folder: Path) -> Tokenizer:
     if files is None:
         raise CheckpointError(f"{folder}: GPT-2's encoder.json and vocab.bpe are not in this folder")
     try:
-        hf = HFTokenizer(BPE.from_file(str(files[0]), str(files[1])))
+        hf = HFTokenizer(bpe_from_files(*files))
     except Exception as exc:  # tokenizers raises a plain Exception for unreadable files
-        raise CheckpointError(f"{folder}: GPT-2's BPE files cannot be read ({exc})") from None
+        raise CheckpointError(f"{folder}: GPT-2's BPE files cannot be read ({clip(str(exc))})") from None
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
     hf.add_special_tokens([GPT2_EOT])
     if hf.get_vocab_size(with_added_tokens=True) != GPT2_VOCAB_SIZE or hf.token_to_id(GPT2_EOT) != 50256:
         raise CheckpointError(f"{folder}: these BPE files are not GPT-2's (expected {GPT2_VOCAB_SIZE} tokens)")
-    return Tokenizer(hf)
+    return wrap_tokenizer(folder, hf)
 
 
 def find_gpt2_tokenizer() -> Tokenizer | None:
@@ -177,13 +180,54 @@ def gpt2_missing_hint() -> str:
     )
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file's value, or None when it is not small readable JSON."""
+def bpe_from_files(vocab_file: Path, merges_file: Path, max_bytes: int = JSON_MAX_BYTES) -> BPE:
+    """``BPE.from_file(vocab, merges)`` from the files' contents, read here (bounded, any path):
+    the vocabulary JSON (token -> id) and the merges, one ``a b`` pair per line after an optional
+    ``#version`` line.
+
+    Raises
+    ------
+    ValueError
+        When a file cannot be read, is too large, or is not in that form (saying which line).
+    """
+    vocab = read_json_file(vocab_file, max_bytes)
+    if not isinstance(vocab, dict) or not all(type(i) is int for i in vocab.values()):
+        raise ValueError(f"{shown_name(vocab_file)} is not an object of token -> id")
     try:
-        if path.stat().st_size > JSON_MAX_BYTES:
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = read_bounded(merges_file, max_bytes).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{shown_name(merges_file)} cannot be read ({exc})") from None
+    merges = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if (n == 1 and line.startswith("#version")) or not line:
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise ValueError(f"{shown_name(merges_file)}, line {n}: not a pair of tokens")
+        merges.append((pair[0], pair[1]))
+    return BPE(vocab=vocab, merges=merges)
+
+
+def wrap_tokenizer(path: Path, hf: HFTokenizer) -> Tokenizer:
+    """``Tokenizer(hf)``, its refusal (see :class:`model.tokenizer.Tokenizer`) naming the file.
+
+    Raises
+    ------
+    CheckpointError
+        When the tokenizer cannot be used (it fails on unknown text, its ids leave the vocabulary).
+    """
+    try:
+        return Tokenizer(hf)
+    except ValueError as exc:
+        raise CheckpointError(f"{shown_name(path)}: {clip(str(exc))}") from None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file's value, or None when it is not small, shallow, readable JSON (see
+    :func:`model.plain.read_json_file`)."""
+    try:
+        return read_json_file(path, JSON_MAX_BYTES)
+    except ValueError:
         return None
 
 
@@ -214,7 +258,12 @@ def tokenizer_from_meta(path: Path, meta: Any) -> Tokenizer:
     if isinstance(itos, dict):
         itos = [itos.get(i) for i in range(len(itos))]
     elif itos is None and isinstance(meta.get("stoi"), dict):
-        inverse = {i: s for s, i in meta["stoi"].items()}
+        stoi = meta["stoi"]
+        bad = next((v for v in stoi.values() if type(v) is not int), None)
+        if bad is not None:
+            raise CheckpointError(f"{path.name}: the meta.pkl's stoi maps a character to {short_repr(bad)}, "
+                                  "not to an id (an integer)")
+        inverse = {i: s for s, i in stoi.items()}
         itos = [inverse.get(i) for i in range(len(inverse))]
     if not isinstance(itos, (list, tuple)):
         raise CheckpointError(f"{path.name}: the meta.pkl has no 'itos' or 'stoi' vocabulary")
@@ -243,20 +292,25 @@ def tokenizer_from_path(path: Path) -> Tokenizer:
     if is_tokenizer_bin(path):  # first: it has no magic, and its first byte may be 0x80
         return llama2c_tokenizer(path)
     with open(path, "rb") as f:
-        head = f.read(1)
-    if head == b"\x80":  # a pickle (protocol 2 or later): nanoGPT's meta.pkl
+        head = f.read(64)
+    if head[:1] == b"\x80":  # a pickle (protocol 2 or later): nanoGPT's meta.pkl
         return tokenizer_from_meta(path, load_restricted(path))
-    data = read_json(path)
+    try:
+        data = read_json_file(path, JSON_MAX_BYTES)
+    except ValueError as exc:
+        if head.lstrip()[:1] in (b"{", b"["):  # meant as JSON: say what is wrong with it
+            raise CheckpointError(f"{path.name}: not a vocabulary this app reads: {clip(str(exc))}") from None
+        data = None
     if isinstance(data, dict) and "itos" in data:
         try:
             return word_vocab_tokenizer(data)
         except ValueError as exc:
-            raise CheckpointError(f"{path.name}: {exc}") from None
+            raise CheckpointError(f"{path.name}: {clip(str(exc))}") from None
     if isinstance(data, dict) and "model" in data:
         try:
             return Tokenizer.from_json(json.dumps(data))
         except ValueError as exc:
-            raise CheckpointError(f"{path.name}: {exc}") from None
+            raise CheckpointError(f"{path.name}: {clip(str(exc))}") from None
     raise CheckpointError(
         f"{path.name}: not a vocabulary this app reads (a nanoGPT meta.pkl, a JSON with an 'itos' "
         "list, a tokenizer.json, a llama2.c tokenizer.bin, or a folder with GPT-2's encoder.json and vocab.bpe)"

@@ -10,8 +10,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
+from explorer.core.architecture import score_title
 from explorer.core.attention_sink import sink_facts, sink_line, sink_paragraph
-from explorer.core.views import attention_views, axis_labels, head_mosaic, symmetric_levels, token_label
+from explorer.core.views import attention_views, axis_labels, head_mosaic, head_names, symmetric_levels, token_label
 from explorer.qt import theme
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.panels.lazy import RefreshWhenShown
@@ -71,12 +72,13 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         shape = (len(trace.blocks), trace.blocks[0].attn_weights.shape[0])
         tile = min(trace.n_tokens, self.CELL) + self.GAP
         self.image.setImage(mosaic, levels=WEIGHT_LEVELS, autoLevels=False)
-        if (shape, tile) != (self.shape, self.tile):
-            self.shape, self.tile = shape, tile
+        names = head_names(trace)  # "H2 kv1" under grouped-query attention
+        if (shape, tile, names) != (self.shape, self.tile, getattr(self, "_names", None)):
+            self.shape, self.tile, self._names = shape, tile, names
             self._fit_view()
             half = (tile - self.GAP) / 2
             self.plot.getAxis("left").setTicks([[(i * tile + half, f"L{i}") for i in range(shape[0])], []])
-            self.plot.getAxis("top").setTicks([[(h * tile + half, f"H{h}") for h in range(shape[1])], []])
+            self.plot.getAxis("top").setTicks([[(h * tile + half, name) for h, name in enumerate(names)], []])
         if self.selected is not None:
             self.mark(*self.selected)
         settle_view(self.plot.getViewBox())
@@ -207,6 +209,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
 
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
+        self.scores.plot.setTitle(score_title(cfg))
         n_layers, n_heads = (cfg.n_layers, cfg.n_heads) if cfg else (1, 1)
         for box, n in ((self.layer_box, n_layers), (self.head_box, n_heads)):
             with QSignalBlocker(box):

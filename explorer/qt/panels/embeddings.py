@@ -1,38 +1,63 @@
-"""Embeddings panel: token embedding e_i, positional encoding p_i and their sum x_i, one heatmap each."""
+"""Embeddings panel: token embedding e_i, how position enters, and the first block's input x_i.
+
+The middle map follows the loaded model (:func:`explorer.core.architecture.embedding_titles`): a
+learned table's rows p_i (x_i = e_i + p_i); for a RoPE model, which adds nothing to the input, the
+angles RoPE turns each pair of q_i and k_j by (position i, pair j, folded into [0, 2π)); for a
+model without positional encoding, a note saying so instead of a map of zeros.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QHBoxLayout, QWidget
+import math
 
-from explorer.core.views import axis_labels, embedding_levels, embedding_views
+import numpy as np
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
+
+from explorer.core import rope
+from explorer.core.architecture import embedding_titles
+from explorer.core.views import axis_labels, embedding_levels, embedding_views, token_label
+from explorer.qt import theme
 from explorer.qt.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 TITLES = {"e": "e_i token embedding", "p": "p_i position", "x": "x_i = e_i + p_i"}
 BAR_TITLES = {"e": "value of e_i", "p": "value of p_i", "x": "value of x_i"}
+CYCLIC = "CET-C2"  # a cyclic colour map: an angle of 2π has the colour of 0
+ANGLE_LEVELS = (0.0, 2 * math.pi)
+PAGES = {"learned": 0, "rope": 1}
 
 
 class EmbeddingsPanel(RefreshWhenShown, QWidget):
-    """Three heatmaps (T, d_model), rows = tokens, columns = dimensions, fixed symmetric levels per model."""
+    """Three maps, rows = tokens (row 0 on top): e_i and x_i (T, d_model) with fixed symmetric levels
+    per model, and between them p_i (T, d_model) or RoPE's angles (T, d_head/2); a note above them
+    says where position enters when the model has no table."""
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
         self.heatmaps = {key: Heatmap(title, DIVERGING, row_title=TOKEN_TITLE, col_title=dimension_title("d_model"),
                                       bar_title=BAR_TITLES[key]) for key, title in TITLES.items()}
+        self.rope_map = Heatmap("RoPE angle", CYCLIC, row_title="position i",
+                                col_title="pair j: θ_j = θ^(−2j/d_head), radians per position",
+                                bar_title="angle i·θ_j, radians (mod 2π)")
+        self.rope_map.describe = self._describe_angle
+        self.rope_map.set_bar_levels(ANGLE_LEVELS)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet(theme.soft_box_style(self))
         self.levels = dict.fromkeys(TITLES, (-1.0, 1.0))
+        self._titles = None
+        self.angles = np.zeros((0, 0), np.float32)  # the model's rope_angles for its whole context
         self._todo: list = []  # (key, array) of the maps still to draw, while paced
         self._labels: list[str] = []
         self._later = QTimer(self)
         self._later.setSingleShot(True)
         self._later.setInterval(0)
         self._later.timeout.connect(self._draw_later)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        for hm in self.heatmaps.values():
-            layout.addWidget(hm)
+        self._build_layout()
+        for hm in (*self.heatmaps.values(), self.rope_map):
             hm.sig_row_clicked.connect(session.toggle_pin)
             hm.sig_row_hovered.connect(session.set_hover)
         self.pace_with(session)
@@ -41,6 +66,25 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         session.sig_selection_changed.connect(self._on_session_selection_changed)
         self._on_session_model_changed()
         self.schedule_refresh()  # a panel made after the trace (a screenshot of it alone) draws it
+
+    def _build_layout(self) -> None:
+        self.middle = QStackedWidget()
+        self.middle.addWidget(self.heatmaps["p"])
+        self.middle.addWidget(self.rope_map)
+        maps = QHBoxLayout()
+        maps.addWidget(self.heatmaps["e"])
+        maps.addWidget(self.middle)
+        maps.addWidget(self.heatmaps["x"])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.note)
+        layout.addLayout(maps, 1)
+
+    @property
+    def kind(self) -> str:
+        """The loaded model's positional scheme: ``"learned"``, ``"rope"`` or ``"none"``."""
+        cfg = self.session.config
+        return cfg.positional if cfg is not None else "learned"
 
     def _on_session_model_changed(self) -> None:
         model = self.session.model
@@ -51,25 +95,60 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self.levels = embedding_levels(tok, pos)
         for key, hm in self.heatmaps.items():
             hm.set_bar_levels(self.levels[key])
+        angles = model.rope_angles(model.config.context_length)
+        self.angles = angles if angles is not None else np.zeros((0, 0), np.float32)
+        self.middle.setCurrentIndex(PAGES.get(self.kind, 0))
+        self.middle.setVisible(self.kind in PAGES)  # no middle map without positional encoding
+        self._show_titles()
+
+    def _show_titles(self) -> None:
+        """Titles and note for the model's scheme; set only when they change (a title re-lays out its plot)."""
+        t = embedding_titles(self.session.config, self.session.positional_encoding)
+        if t == self._titles:
+            return
+        self._titles = t
+        self.heatmaps["e"].plot.setTitle(t.e)
+        self.heatmaps["x"].plot.setTitle(t.x)
+        self.heatmaps["p"].plot.setTitle(t.position)
+        self.rope_map.plot.setTitle(t.position)
+        self.note.setText(t.note)
+        self.note.setVisible(bool(t.note))
+
+    def _views(self, trace) -> list:
+        """(key, array) of the maps to draw: the middle one as the model's scheme has it."""
+        views = embedding_views(trace)
+        out = [("e", views["e"])]
+        if self.kind == "learned":
+            out.append(("p", views["p"]))
+        elif self.kind == "rope":
+            out.append(("rope", rope.angle_view(self.angles[:trace.n_tokens])))
+        return out + [("x", views["x"])]
+
+    def _draw_one(self, key: str, data: np.ndarray) -> None:
+        if key == "rope":
+            freqs = rope.pair_frequencies(self.angles) if len(self.angles) > 1 else np.zeros(data.shape[1])
+            self.rope_map.set_data(data, ANGLE_LEVELS, self._labels, rope.pair_labels(freqs), blank=False)
+        else:
+            self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False)
 
     def refresh(self) -> None:
         """Redraw from the session's trace (cleared when there is none or it is empty).
 
-        While the model is slow (paced), one heatmap is drawn per turn of the event loop: three
+        While the model is slow (paced), one map is drawn per turn of the event loop: three
         (1,024, 768) maps of a GPT-2-sized model in one turn blocked the window for about 0.1 s.
         """
         self._later.stop()
+        self._show_titles()
         trace = self.session.trace
         if trace is None or trace.n_tokens == 0:
-            for hm in self.heatmaps.values():
+            for hm in (*self.heatmaps.values(), self.rope_map):
                 hm.clear()
             return
-        self._todo = list(embedding_views(trace).items())
+        self._todo = self._views(trace)
         self._labels = axis_labels(self.session.tokens)
         paced = self._pacer is not None and self._pacer.active
         while self._todo:
-            key, data = self._todo.pop(0)
-            self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False)
+            self._draw_one(*self._todo.pop(0))
             if paced and self._todo:
                 self._later.start()  # the next map in the next turn
                 break
@@ -77,12 +156,19 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
 
     def _draw_later(self) -> None:
         if self._todo:
-            key, data = self._todo.pop(0)
-            self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False)
+            self._draw_one(*self._todo.pop(0))
             self._on_session_selection_changed()
         if self._todo:
             self._later.start()
 
+    def _describe_angle(self, row: int, col: int, value: float) -> str:
+        tokens = self.session.tokens
+        tok = token_label(tokens[row]) if row < len(tokens) else "?"
+        angle = float(self.angles[row, col]) if row < len(self.angles) else float("nan")
+        freq = angle / row if row else (float(self.angles[1, col]) if len(self.angles) > 1 else float("nan"))
+        return (f"position {row} {tok!r} · pair {col} (θ_{col} = {freq:.4g} rad per position): "
+                f"{row} × θ_{col} = {angle:.4g} rad, {value:.4f} after whole turns ({math.degrees(value):.1f}°)")
+
     def _on_session_selection_changed(self) -> None:
-        for hm in self.heatmaps.values():
+        for hm in (*self.heatmaps.values(), self.rope_map):
             hm.set_selected_row(self.session.position, self.session.hover)

@@ -2,17 +2,23 @@
 
 Follows the session's layer, head and query position; the numbers come from
 :func:`explorer.core.formula.attention_steps`, recomputed from q, k and v (not copied from the
-trace's weights), and the last line compares the result with the model's own head output.
+trace's weights), and the last line compares the result with the model's own head output. The
+written formula is the loaded model's own (:mod:`explorer.core.formula_text`): its norm, the
+rotation of q and k for RoPE, the key/value head a query head shares, its scaling and its window.
 """
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, QTimer
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QScrollArea, QSpinBox,
                                QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from explorer.core.formula import FormulaSteps, attention_steps
+from explorer.core.formula import FormulaSteps, LayerFacts, attention_steps, layer_facts
+from explorer.core.formula_text import formula_lines, hidden_keys, window_text
 from explorer.core.views import symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
@@ -23,27 +29,21 @@ SCALAR_TIPS = ["key position j", "key token at position j", "dot product of the 
                "scaled score s_ij = q_i·k_j / √d_head (nats, before softmax)",
                "exp(s_ij − max_j s_ij): the softmax numerator, shifted so the largest is 1",
                "attention weight a_ij = exp(s_ij − max) / Σ_j exp(s_ij − max), in [0, 1]"]
+OFFSET = "i − j"
+OFFSET_TIP = "the offset of the key from the query: with RoPE, q_i·k_j depends on it alone"
+UNSCALED_TIP = "score s_ij = q_i·k_j (this model does not divide by √d_head; nats, before softmax)"
 VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
 SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
 ROW_PX = 16  # height of one key's row in the k_j, v_j and a_ij v_j strips: room for every row's label
 STRIP_CHROME_PX = 160  # a strip's title, dimension axis and its title, colour bar with its title, readout line
 MIN_STRIP_ROWS = 4
+Q_MAP_PX = 95  # the query strip of one row (two with RoPE: before and after the rotation)
+NOT_SEEN = QColor("#8a8a8a")
 
 
 def _vec(v: np.ndarray) -> str:
     return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
-
-
-def _keys_text(st: FormulaSteps, n_tokens: int) -> str:
-    """Which keys the query sees, as the trace's mask says: all, j ≤ i, or a window."""
-    keys, i = st.keys, st.position
-    if st.causal and len(keys) == i + 1:
-        return f"keys j ≤ {i} (causal mask)"
-    if not st.causal and len(keys) == n_tokens:
-        return f"all {len(keys)} keys (mask off)"
-    mask = "causal mask and " if st.causal else ""
-    return f"keys {keys[0]}..{keys[-1]} ({mask}a local window of {len(keys)})"
 
 
 class _Body(QWidget):
@@ -64,6 +64,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         super().__init__(parent)
         self.session = session
         self.steps: FormulaSteps | None = None
+        self._facts: dict[int, LayerFacts] = {}  # per layer, for the current model
+        self._facts_model = None
+        self._hidden_rows = 0  # rows at the top of the table for keys the window hides
         self._stale = True
         self.position_box = QSpinBox()
         self.position_box.setToolTip("the query position i (also: click a chip or a row of the attention map)")
@@ -121,7 +124,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         rv.setContentsMargins(0, 0, 0, 0)
         for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
             rv.addWidget(hm, 0 if hm in (self.q_map, self.out_map) else 1)
-        self.q_map.setFixedHeight(95)
+        self.q_map.setFixedHeight(Q_MAP_PX)
         self.out_map.setFixedHeight(115)
         self.split = split = QSplitter(Qt.Orientation.Horizontal)
         split.setChildrenCollapsible(False)
@@ -167,7 +170,19 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         return super().eventFilter(watched, event)
 
     def _on_key_clicked(self, row: int) -> None:
-        self.table.selectRow(row)
+        self.table.selectRow(row + self._hidden_rows)
+
+    def facts(self, layer: int) -> LayerFacts | None:
+        """The loaded model's facts for ``layer`` (norm, window, RoPE angles), read once per model."""
+        model = self.session.model
+        if model is None:
+            return None
+        if model is not self._facts_model:
+            self._facts, self._facts_model = {}, model
+        if layer not in self._facts:
+            angles = next((f.rope_angles for f in self._facts.values()), None)  # the same in every layer
+            self._facts[layer] = layer_facts(model, layer, angles)
+        return self._facts[layer]
 
     def refresh(self) -> None:
         """Recompute the steps for the session's layer, head and selected position, and redraw."""
@@ -181,8 +196,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             self.steps = None
             self._clear()
             return
-        self.steps = attention_steps(s.trace, s.layer, s.head, i)
-        self._draw(self.steps, s.tokens)
+        facts = self.facts(s.layer)
+        self.steps = attention_steps(s.trace, s.layer, s.head, i, facts)
+        self._draw(self.steps, s.tokens, facts)
 
     def _set_strip_rows(self, rows: int) -> None:
         """Keep ROW_PX per key row (at least 4 rows' worth) in the k_j, v_j and a_ij v_j strips."""
@@ -197,18 +213,11 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
             hm.clear()
 
-    def _draw(self, st: FormulaSteps, tokens: list[str]) -> None:
+    def _draw(self, st: FormulaSteps, tokens: list[str], facts: LayerFacts | None) -> None:
         tok = token_label(tokens[st.position]) if st.position < len(tokens) else "?"
-        keys = _keys_text(st, len(tokens))
+        keys = window_text(st, len(tokens))
         self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {keys}")
-        if st.scaled_by_sqrt_d_head:
-            scaling = f"s_ij = q_i·k_j / √d_head,  √d_head = √{st.d_head} = {st.sqrt_d_head:.4f}"
-        else:
-            scaling = f"s_ij = q_i·k_j × {st.scale:g}  (this model does not divide by √d_head)"
-        self.formula.setText(
-            f"{scaling}<br>"
-            "a_ij = exp(s_ij − max_j s_ij) / Σ_j exp(s_ij − max_j s_ij)<br>"
-            "out_i = Σ_j a_ij v_j   (scaled dot-product attention, Vaswani et al. 2017, eq. 1)")
+        self.formula.setText("<br>".join(html.escape(line) for line in formula_lines(st, facts)))
         self._fill_table(st, tokens)
         self._fit_table_width()
         self.totals.setText(
@@ -223,7 +232,18 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
         self._set_strip_rows(len(keys))
         qk = symmetric_levels(st.q, st.k)
-        self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None, blank=False)
+        if st.rotation is not None:  # q before and after RoPE's rotation, on the keys' scale
+            r = st.rotation
+            qk = symmetric_levels(st.q, st.k, r.q_pre)
+            self.q_map.setFixedHeight(Q_MAP_PX + ROW_PX * 2)
+            self.q_map.plot.setTitle(f"q_i before and after RoPE's rotation R({st.position})")
+            self.q_map.set_data(np.stack([r.q_pre, st.q]), qk, ["before", f"R({st.position}) q"], None, blank=False)
+        else:
+            self.q_map.setFixedHeight(Q_MAP_PX)
+            self.q_map.plot.setTitle("q_i (query)")
+            self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None, blank=False)
+        self.k_map.plot.setTitle("k_j (keys, after RoPE's rotation R(j))" if st.rotation is not None
+                                 else "k_j (keys)" if len(st.kv_group) < 2 else f"k_j (keys of kv head {st.kv_head})")
         self.k_map.set_data(st.k, qk, keys, None, blank=False)
         self.v_map.set_data(st.v, symmetric_levels(st.v), keys, None, blank=False)
         out_levels = symmetric_levels(st.weighted_v, st.out, st.trace_out)
@@ -231,26 +251,53 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, ["Σ_j a_ij v_j", "model's head_out"], None,
                               blank=False)
 
+    def _headers(self, st: FormulaSteps) -> tuple[list[str], list[str]]:
+        """The table's columns and their tooltips: an i − j column for RoPE, the scaling the model uses."""
+        headers, tips = list(SCALARS), list(SCALAR_TIPS)
+        if not st.scaled_by_sqrt_d_head:
+            tips[3] = UNSCALED_TIP
+        if st.rope:
+            headers.insert(2, OFFSET)
+            tips.insert(2, OFFSET_TIP)
+        return headers + (VECTOR_COLUMNS if st.d_head <= SHOW_VECTORS_UP_TO else []), tips
+
     def _fill_table(self, st: FormulaSteps, tokens: list[str]) -> None:
-        vectors = st.d_head <= SHOW_VECTORS_UP_TO
-        headers = SCALARS + (VECTOR_COLUMNS if vectors else [])
+        headers, tips = self._headers(st)
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
-        for c, tip in enumerate(SCALAR_TIPS):
+        for c, tip in enumerate(tips):
             self.table.horizontalHeaderItem(c).setToolTip(tip)
-        self.table.setRowCount(len(st.keys))
+        hidden = hidden_keys(st, len(tokens))
+        self._hidden_rows = len(hidden)
+        self.table.setRowCount(len(hidden) + len(st.keys))
+
+        def name(j: int) -> str:
+            return token_label(tokens[j]) if j < len(tokens) else "?"
+
+        def offset(j: int) -> list[str]:  # the i − j column, for RoPE
+            return [str(st.position - int(j))] if st.rope else []
+
+        for r, j in enumerate(hidden):
+            cells = [str(j), name(j)] + offset(j) + ["not seen", "—", "—", "0"]
+            tip = (f"key {j} is outside this layer's local window of {st.window or len(st.keys)} keys: "
+                   "query i does not see it (weight 0)")
+            self._set_row(r, cells + [""] * (len(headers) - len(cells)), tip, NOT_SEEN)
         for r, j in enumerate(st.keys):
-            cells = [str(int(j)), token_label(tokens[j]) if j < len(tokens) else "?",
-                     f"{st.dots[r]:.6f}", f"{st.scores[r]:.6f}", f"{st.exps[r]:.6f}", f"{st.weights[r]:.6f}"]
-            if vectors:
+            cells = [str(int(j)), name(j)] + offset(j) + [
+                f"{st.dots[r]:.6f}", f"{st.scores[r]:.6f}", f"{st.exps[r]:.6f}", f"{st.weights[r]:.6f}"]
+            if st.d_head <= SHOW_VECTORS_UP_TO:
                 cells += [_vec(st.k[r]), _vec(st.v[r]), _vec(st.weighted_v[r])]
             tip = (f"k_{j} = {_vec(st.k[r])}\nv_{j} = {_vec(st.v[r])}\na_ij v_j = {_vec(st.weighted_v[r])}"
                    if st.d_head <= 32 else "hover the strips on the right for the exact vector values")
-            for c, text in enumerate(cells):
-                item = self.table.item(r, c)
-                if item is None:
-                    item = QTableWidgetItem()
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                    self.table.setItem(r, c, item)
-                item.setText(text)
-                item.setToolTip(tip)
+            self._set_row(len(hidden) + r, cells, tip, None)
+
+    def _set_row(self, r: int, cells: list[str], tip: str, colour: QColor | None) -> None:
+        for c, text in enumerate(cells):
+            item = self.table.item(r, c)
+            if item is None:
+                item = QTableWidgetItem()
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(r, c, item)
+            item.setText(text)
+            item.setToolTip(tip)
+            item.setForeground(colour if colour is not None else self.table.palette().text())

@@ -1,4 +1,4 @@
-"""Model panel: the checkpoint's file, config, parameter count and training facts."""
+"""Model panel: the checkpoint's file, parameter count, architecture in words and training facts."""
 
 from __future__ import annotations
 
@@ -6,16 +6,19 @@ import html
 
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
+from explorer.core.architecture import describe_architecture
 from explorer.core.model_facts import describe_training, fmt_value
+from explorer.qt import theme
 from explorer.qt.session import Session
 from model import Tokenizer
 from model.token_names import KIND_DESCRIPTIONS
 
 
-def _row(key: str, value) -> str:
+def _row(key: str, value, fields: str = "") -> str:
     text = value if isinstance(value, str) else fmt_value(key, value)
+    names = f" <span style='color:{theme.muted_text().name()}'>({html.escape(fields)})</span>" if fields else ""
     return (f"<tr><td style='padding-right:8px'><b>{html.escape(str(key))}</b></td>"
-            f"<td>{html.escape(text)}</td></tr>")
+            f"<td>{html.escape(text)}{names}</td></tr>")
 
 
 def describe_tokenizer(tokenizer: Tokenizer | None) -> str:
@@ -29,7 +32,9 @@ def describe_tokenizer(tokenizer: Tokenizer | None) -> str:
 
 
 def describe_checkpoint(session: Session) -> str:
-    """HTML tables of the current checkpoint: file, config (with d_head), parameters, training."""
+    """HTML tables of the current checkpoint: file, parameters, tokenizer, the architecture in words
+    (every config field once, named in grey: :func:`explorer.core.architecture.describe_architecture`)
+    and the training facts."""
     ckpt = session.checkpoint
     if ckpt is None:
         return "<p>No model loaded.</p>"
@@ -41,13 +46,13 @@ def describe_checkpoint(session: Session) -> str:
         _row("parameters", f"{ckpt.model.n_params():,}"),
         _row("tokenizer", describe_tokenizer(ckpt.tokenizer)),
     ]
-    config = [_row(k, v) for k, v in cfg.to_dict().items()] + [_row("d_head", cfg.d_head)]
+    config = [_row(label, text, fields) for label, text, fields in describe_architecture(cfg)]
     sections = describe_training(ckpt.training) or [("Training", [("(none recorded)", "")])]
     training = "".join(f"<h3>{html.escape(title)}</h3><table>" + "".join(_row(k, v) for k, v in rows) + "</table>"
                        for title, rows in sections)
     return (
         "<h3>Checkpoint</h3><table>" + "".join(rows) + "</table>"
-        "<h3>Config</h3><table>" + "".join(config) + "</table>" + training
+        "<h3>Architecture</h3><table>" + "".join(config) + "</table>" + training
     )
 
 

@@ -2,7 +2,10 @@
 
 The numbers come from :func:`explorer.core.positional.compare_orders` (four traces: original and
 reordered, positional encoding on and off), run as a job of the session (:meth:`Session.submit`:
-on the worker thread when the model is slow); this file only asks for them and draws them.
+on the worker thread when the model is slow); this file only asks for them and draws them. For a
+RoPE model the switch is the rotation of q and k (:func:`explorer.core.architecture.position_switch`),
+and the shift test (:class:`explorer.qt.panels.positional_shift.ShiftView`) shows that its scores
+depend on offsets only.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QHBoxL
                                QWidget)
 
 from explorer.core import positional
+from explorer.core.architecture import order_warning, position_switch, switch_name
 from explorer.core.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
 from explorer.qt import theme
@@ -27,14 +31,16 @@ from explorer.qt.jobs import JobResult
 from explorer.qt.order_chips import OrderChips
 from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.panels.positional_shift import ShiftView
 from explorer.qt.session import Session
 
 TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
+TWIN_OF = "tinystories-1L1H.safetensors"  # the model the twin was trained beside (same recipe, with PE)
 TOP_K = 5
 PASSES = 4  # forward passes per comparison: original and reordered, PE on and off
 SLOW_MS = 250.0  # a comparison expected to take longer stops following every keystroke (Update button)
 BAR_H = 0.4
-COLUMNS = ["token", "now at", "attn Δ, PE off", "block Δ, PE off", "attn Δ, PE on", "block Δ, PE on"]
+COLUMNS = ["token", "now at", "attn Δ, {} off", "block Δ, {} off", "attn Δ, {} on", "block Δ, {} on"]
 CHANGED = QColor("#fbd9b5")
 
 
@@ -62,7 +68,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
     # ---- building -------------------------------------------------------------------------------
     def _build_controls(self) -> None:
         s = self.session
-        self.pe_box = QCheckBox("positional encoding  x_i = e_i + p_i")
+        self.pe_box = QCheckBox(position_switch(None, formula=True).label)
         self.causal_box = QCheckBox("causal mask")
         self.pe_box.toggled.connect(s.set_positional_encoding)
         self.causal_box.toggled.connect(s.set_causal)
@@ -71,6 +77,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.warning.setStyleSheet(theme.caution_style(self))
         self.twin_button = QPushButton("Open the twin trained without positional encoding")
         self.twin_button.clicked.connect(self.open_twin)
+        self.twin_button.setToolTip("the course's model trained the same way without positional encoding")
+        self.shift_view = ShiftView(s)
         self.keep_last = QCheckBox("keep the last token in place")
         self.keep_last.setChecked(True)  # the lesson's case: the prediction's token stays last
         self.keep_last.toggled.connect(lambda _: self._set_mode(self.mode))
@@ -94,11 +102,12 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.chips.sig_order_changed.connect(self._on_chips_order_changed)
 
     def _build_views(self) -> None:
-        self.maps, self.bar_plots, self.bars = {}, {}, {}
+        self.maps, self.bar_plots, self.bars, self.row_labels = {}, {}, {}, {}
         self.grid = QGridLayout()
         self.grid.setContentsMargins(0, 0, 0, 0)
         for row, pe in enumerate((True, False)):
-            self.grid.addWidget(QLabel(f"<b>PE<br>{'on' if pe else 'off'}</b>"), row, 0)
+            self.row_labels[pe] = QLabel(f"<b>PE<br>{'on' if pe else 'off'}</b>")
+            self.grid.addWidget(self.row_labels[pe], row, 0)
             for col, reordered in enumerate((False, True)):
                 order = "reordered" if reordered else "original"  # short: the row label says PE on/off
                 hm = Heatmap(f"attention, {order}", SEQUENTIAL, col_axis="top", colorbar=False,
@@ -127,7 +136,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         for c in (1, 2, 3):
             self.grid.setColumnStretch(c, 1)
         self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setHorizontalHeaderLabels([c.format("PE") for c in COLUMNS])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(20)
@@ -141,14 +150,11 @@ class PositionalPanel(RefreshWhenShown, QWidget):
 
     def _build_layout(self) -> None:
         options = QHBoxLayout()
-        for w in (self.pe_box, self.causal_box, self.twin_button):
-            options.addWidget(w)
-        options.addWidget(self.warning, 1)
+        for w in (self.pe_box, self.causal_box, self.twin_button, self.warning):
+            options.addWidget(w, int(w is self.warning))
         reorder = QHBoxLayout()
-        for name in ("reverse", "rotate", "shuffle", "again"):
-            reorder.addWidget(self.buttons[name])
-        for w in (QLabel("swap"), self.i_box, QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last,
-                  self.update_button):
+        for w in (*(self.buttons[n] for n in ("reverse", "rotate", "shuffle", "again")), QLabel("swap"), self.i_box,
+                  QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last, self.update_button):
             reorder.addWidget(w)
         reorder.addStretch(1)
         views = QWidget()
@@ -156,9 +162,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         bottom = QWidget()
         b = QVBoxLayout(bottom)
         b.setContentsMargins(0, 0, 0, 0)
-        b.addWidget(self.sentence)
-        b.addWidget(self.tv_label)
-        b.addWidget(self.table, 1)
+        for w in (self.sentence, self.shift_view, self.tv_label, self.table):
+            b.addWidget(w, int(w is self.table))
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(views)
         split.addWidget(bottom)
@@ -178,18 +183,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         return ("shuffle", seed)
 
     def permutation(self, n: int) -> np.ndarray:
-        """The current reordering applied to n tokens (a custom order of another length: reversed)."""
-        kind, keep = self.mode[0], self.keep_last.isChecked()
-        if kind == "rotate":
-            return positional.rotate(n, self.mode[1], keep)
-        if kind == "shuffle":
-            return positional.shuffle(n, self.mode[1], keep)
-        if kind == "swap":
-            i, j = self.mode[1], self.mode[2]
-            return positional.swap(n, i, j) if max(i, j) < n else np.arange(n)
-        if kind == "custom" and len(self.mode[1]) == n:
-            return positional.check_permutation(self.mode[1], n)
-        return positional.reverse(n, keep)
+        """The current reordering applied to n tokens (:func:`explorer.core.positional.order_for`)."""
+        return positional.order_for(self.mode, n, self.keep_last.isChecked())
 
     def _set_mode(self, mode: tuple) -> None:
         self.mode = mode
@@ -205,23 +200,22 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.session.request_open(TWIN)
 
     def _update_options(self) -> None:
+        """The switches, labels and warning for the loaded model's positional scheme."""
         s = self.session
-        for box, value in ((self.pe_box, s.positional_encoding), (self.causal_box, s.causal)):
+        switch, name = position_switch(s.config, formula=True), switch_name(s.config)
+        for box, value in ((self.pe_box, s.positional_encoding and switch.enabled), (self.causal_box, s.causal)):
             with QSignalBlocker(box):
                 box.setChecked(value)
-        trained_with_pe = bool(s.config and s.config.uses_position)
-        is_twin = bool(s.checkpoint and s.checkpoint.path and Path(s.checkpoint.path).name == TWIN.name)
-        self.twin_button.setVisible(trained_with_pe and TWIN.exists() and not is_twin)
-        if s.config is not None and not trained_with_pe:
-            self.warning.setText("This model was trained without positional encoding: on and off are the same.")
-        elif not s.positional_encoding:
-            self.warning.setText("Positional encoding is off, but this model was trained with it: it now runs "
-                                 "outside what it was trained on. The twin trained without it is the fair comparison.")
-        elif s.config is not None:
-            self.warning.setText("This model was trained with positional encoding: switching it off takes it "
-                                 "outside what it was trained on.")
-        else:
-            self.warning.setText("")
+        self.pe_box.setText(switch.label)
+        self.pe_box.setEnabled(switch.enabled)
+        self.pe_box.setToolTip(switch.tooltip)
+        for pe, label in self.row_labels.items():
+            label.setText(f"<b>{name}<br>{'on' if pe else 'off'}</b>")
+        self.table.setHorizontalHeaderLabels([c.format(name) for c in COLUMNS])
+        # The twin is the course's model trained the same way without its table: offered for that model only.
+        name = Path(s.checkpoint.path).name if s.checkpoint and s.checkpoint.path else ""
+        self.twin_button.setVisible(name == TWIN_OF and TWIN.exists())
+        self.warning.setText(order_warning(s.config, s.positional_encoding, self.twin_button.isVisibleTo(self)))
 
     # ---- computing --------------------------------------------------------------------------------------
     def _current(self) -> tuple[np.ndarray, list[str]]:
@@ -269,6 +263,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self._show_update_state()
         ids, tokens = self._current()
         self._update_order(ids, tokens)
+        self.shift_view.refresh()
         s = self.session
         if len(ids) == 0:
             s.cancel(self)  # a comparison still running is for text that is gone
@@ -315,15 +310,18 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         for pe, plot in self.bar_plots.items():
             self._draw_bars(c, pe, plot)
         self._fill_table(c, tokens)
+        name = "RoPE" if c.positional == "rope" else "PE"
         self.tv_label.setText(
             f"Next token at the last position, total variation between the two orders: "
-            f"PE off {fmt(c.last_tv[0])} · PE on {fmt(c.last_tv[1])}  (Δ = ‖out_i − out'_i‖ / ‖out_i‖, "
+            f"{name} off {fmt(c.last_tv[0])} · {name} on {fmt(c.last_tv[1])}  (Δ = ‖out_i − out'_i‖ / ‖out_i‖, "
             f"each token against itself at its new place; shaded above {positional.REL_TOL:g})")
         pe = self.session.positional_encoding
         first, second = (pe, not pe)
+        what = "RoPE rotation" if c.positional == "rope" else "Positional encoding"
         self.sentence.setText(
-            f"<b>Positional encoding {'on' if first else 'off'}:</b> {html.escape(c.sentence(first))}<br>"
-            f"<span style='color:{theme.muted_text(self).name()}'><b>{'On' if second else 'Off'}:</b> {html.escape(c.sentence(second))}</span>")
+            f"<b>{what} {'on' if first else 'off'}:</b> {html.escape(c.sentence(first))}<br>"
+            f"<span style='color:{theme.muted_text(self).name()}'><b>{'On' if second else 'Off'}:</b> "
+            f"{html.escape(c.sentence(second))}</span>")
 
     def _draw_bars(self, c: positional.OrderComparison, pe: bool, plot) -> None:
         """Grouped bars: the union of both orders' top tokens, original (blue) above reordered (orange)."""

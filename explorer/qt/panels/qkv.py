@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from explorer.core.architecture import qkv_caption
 from explorer.core.views import axis_labels, head_weight_views, qkv_views, symmetric_levels
 from explorer.qt.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
@@ -58,7 +59,8 @@ class QKVPanel(RefreshWhenShown, QWidget):
         """Redraw for the session's layer and head (cleared when there is nothing to show)."""
         s = self.session
         layer, head = s.layer, s.head
-        self.caption.setText(f"layer {layer}, head {head}")
+        self.caption.setText(qkv_caption(s.config, layer, head, s.kv_head(layer, head) if s.model else 0,
+                                         s.positional_encoding, not self.show_weights.isChecked()))
         if self.show_weights.isChecked() and s.model is not None:
             arrays = head_weight_views(s.head_weights(layer), head, s.kv_head(layer, head))  # each (d_model, d_head)
             labels = None  # rows are the d_model input dimensions, numbered

@@ -10,6 +10,7 @@ from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
                                QVBoxLayout, QWidget)
 
+from explorer.core.architecture import position_switch
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt import theme
@@ -113,15 +114,17 @@ class TokensPanel(QWidget):
                 self.editor.moveCursor(QTextCursor.MoveOperation.End)
 
     def _on_session_options_changed(self) -> None:
-        """Show the session's options; a model without positional encoding greys its box (off), and
-        the session keeps the choice for the next model that has one."""
-        cfg = self.session.config
-        has_pe = cfg is None or bool(cfg.uses_position)
-        for box, on in ((self.pe_box, self.session.positional_encoding and has_pe), (self.causal_box, self.session.causal)):
+        """Show the session's options. The position box says what it switches for this model (a
+        learned table, or RoPE's rotation); a model without positional encoding greys it (off) with
+        the reason, and the session keeps the choice for the next model that has one."""
+        switch = position_switch(self.session.config)
+        for box, on in ((self.pe_box, self.session.positional_encoding and switch.enabled),
+                        (self.causal_box, self.session.causal)):
             with QSignalBlocker(box):
                 box.setChecked(on)
-        self.pe_box.setEnabled(has_pe)
-        self.pe_box.setToolTip("" if has_pe else "this model has no positional encoding: x_i = e_i")
+        self.pe_box.setText(switch.label)
+        self.pe_box.setEnabled(switch.enabled)
+        self.pe_box.setToolTip(switch.tooltip)
 
     def _chip(self, i: int) -> ChipLabel:
         while len(self.chips) <= i:  # grow the pool; chips are reused on every update

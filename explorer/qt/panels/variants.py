@@ -184,6 +184,10 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(tokens)]
         n = v.weights.shape[0]
         head = f"all {n} heads" if v.key == "multihead" else f"head {self._head}"
+        cfg = self.session.config
+        if cfg is not None and cfg.n_kv_heads < cfg.n_heads:  # grouped-query attention: say which k, v
+            head += (f" ({cfg.n_kv_heads} key/value heads)" if v.key == "multihead"
+                     else f" (key/value head {self.session.kv_head(self._layer, self._head)})")
         self.header.setText(f"layer {self._layer} · {head} · token {v.position} {token_label(tokens[v.position])!r}")
         self.formula.setText(v.formula)
         self.difference.setText(v.difference)

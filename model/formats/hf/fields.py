@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
-import torch
 
 from model.formats.base import CheckpointError
+from model.plain import finite_number, short_repr
 
 _MISSING = object()
 
@@ -44,7 +43,7 @@ class HFConfig:
 
     def refuse(self, name: str, why: str) -> CheckpointError:
         """The error for a field whose value this app cannot honour: ``name = value: why``."""
-        return self.error(f"{name} = {self.data.get(name)!r}: {why}")
+        return self.error(f"{name} = {short_repr(self.data.get(name))}: {why}")
 
     def get(self, name: str, default: Any = None) -> Any:
         """The raw value (``default`` when the field is absent or null)."""
@@ -67,9 +66,10 @@ class HFConfig:
         value = self.data.get(name)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        number = finite_number(value)
+        if number is None or number <= 0:
             raise self.refuse(name, "expected a positive number")
-        return float(value)
+        return number
 
     def flag(self, name: str, default: bool) -> bool:
         """A true/false field; ``default`` when absent or null."""
@@ -94,7 +94,7 @@ GELU_NAMES = {"gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", 
 def gelu_variant(cfg: HFConfig, name: str = "activation_function") -> str:
     """Our ``gelu`` ("exact" or "tanh") for the config's activation, or an error naming it."""
     value = cfg.get(name, "gelu_new")
-    if value not in GELU_NAMES:
+    if not isinstance(value, str) or value not in GELU_NAMES:
         raise cfg.refuse(name, f"not supported (this app builds {', '.join(GELU_NAMES)})")
     return GELU_NAMES[value]
 
@@ -107,20 +107,6 @@ def base_prefix(keys, prefix: str, probe: str) -> str:
     if keys.has(probe):
         return ""
     raise CheckpointError(f"{keys.path.name}: the weights have neither {prefix}{probe} nor {probe}")
-
-
-def peek_matrix(keys, name: str) -> torch.Tensor:
-    """A 2-D tensor (an embedding table, a weight whose shape tells a size), left in ``keys``."""
-    t = keys.peek(name)
-    if t.dim() != 2:
-        raise CheckpointError(f"{keys.path.name}: {name} has shape {tuple(t.shape)}, expected a matrix")
-    return t
-
-
-def take_matrix(keys, name: str) -> torch.Tensor:
-    """:func:`peek_matrix`, taken out of ``keys``."""
-    peek_matrix(keys, name)
-    return keys.take(name)
 
 
 def drop_buffers(tensors: dict[str, Any], suffixes: tuple[str, ...]) -> dict[str, Any]:

@@ -18,7 +18,8 @@ import torch
 from model.config import GPTConfig
 from model.formats.base import CheckpointError
 from model.formats.common import Keys, make_config
-from model.formats.hf.fields import HFConfig, base_prefix, gelu_variant, take_matrix, take_unembed
+from model.formats.hf.fields import HFConfig, base_prefix, gelu_variant, take_unembed
+from model.plain import short_repr
 
 GPT2_BUFFERS = (".attn.bias", ".attn.masked_bias")
 GPT_NEO_BUFFERS = (".attn.attention.bias", ".attn.attention.masked_bias")
@@ -42,9 +43,9 @@ def _layer_norms(keys: Keys, src: str, dst: str, d: int, out: dict) -> None:
 
 def _embeddings(cfg: HFConfig, keys: Keys, prefix: str, vocab_key: str, ctx_key: str) -> tuple[dict, int, int, int]:
     """(our tensors, vocab, d_model, context) from ``wte`` and ``wpe``, checked against the config."""
-    wte = take_matrix(keys, prefix + "wte.weight")
+    wte = keys.take_matrix(prefix + "wte.weight")
     vocab, d = wte.shape
-    wpe = take_matrix(keys, prefix + "wpe.weight")
+    wpe = keys.take_matrix(prefix + "wpe.weight")
     ctx = wpe.shape[0]
     for name, value in ((vocab_key, vocab), (ctx_key, ctx), ("n_embd" if ctx_key == "n_positions" else "hidden_size", d)):
         if cfg.get(name) is not None and cfg.get(name) != value:
@@ -120,7 +121,7 @@ def neo_attention_layers(cfg: HFConfig, n_layers: int) -> list[str]:
         expanded += item[0] * item[1]
     layers = cfg.get("attention_layers", expanded)
     if "attention_types" in cfg.data and layers != expanded:
-        raise cfg.error(f"attention_layers {layers!r} and attention_types {types!r} disagree")
+        raise cfg.error(f"attention_layers {short_repr(layers)} and attention_types {short_repr(types)} disagree")
     field = "attention_layers" if cfg.get("attention_layers") is not None else "attention_types"
     if not isinstance(layers, list) or len(layers) != n_layers:
         raise cfg.refuse(field, f"expected one entry per layer ({n_layers})")

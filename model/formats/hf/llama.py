@@ -17,13 +17,14 @@ from typing import Any
 
 import torch
 
-from model.config import GPTConfig
+from model.config import MAX_CONTEXT_LENGTH, GPTConfig
 from model.formats.common import Keys, make_config
-from model.formats.hf.fields import HFConfig, base_prefix, peek_matrix, take_matrix, take_unembed
+from model.formats.hf.fields import HFConfig, base_prefix, take_unembed
+from model.plain import finite_number, short_repr
 
 LLAMA_BUFFERS = (".self_attn.rotary_emb.inv_freq",)
 ROPE_DEFAULT = 10000.0
-MAX_CONTEXT = 1 << 20  # RoPE's angle table has a row per position
+MAX_CONTEXT = MAX_CONTEXT_LENGTH  # RoPE's angle table has a row per position
 
 
 def rope_theta(cfg: HFConfig) -> float:
@@ -38,18 +39,19 @@ def rope_theta(cfg: HFConfig) -> float:
             raise cfg.refuse(name, "expected an object")
         kind = value.get("rope_type", value.get("type", "default"))
         if kind != "default":
-            raise cfg.error(f"{name}.rope_type = {kind!r}: only the default RoPE is supported, "
+            raise cfg.error(f"{name}.rope_type = {short_repr(kind)}: only the default RoPE is supported, "
                             "not a scaled one (linear, dynamic, llama3, yarn, ...)")
         factor = value.get("partial_rotary_factor", 1.0)
         if factor != 1.0:
-            raise cfg.error(f"{name}.partial_rotary_factor = {factor!r}: only a RoPE over the whole head is supported")
+            raise cfg.error(f"{name}.partial_rotary_factor = {short_repr(factor)}: only a RoPE over the whole head is supported")
     cfg.expect("partial_rotary_factor", (1, 1.0), "only a RoPE over the whole head is supported")
     theta = params.get("rope_theta") if isinstance(params, dict) else None
     if theta is None:
         return cfg.number("rope_theta", ROPE_DEFAULT)
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1:
-        raise cfg.error(f"rope_parameters.rope_theta = {theta!r}: expected a number above 1")
-    return float(theta)
+    number = finite_number(theta)
+    if number is None or not number > 1:
+        raise cfg.error(f"rope_parameters.rope_theta = {short_repr(theta)}: expected a number above 1")
+    return number
 
 
 def _check_layout(cfg: HFConfig, d: int, n_heads: int, ctx: int) -> None:
@@ -76,7 +78,7 @@ def convert_llama(cfg: HFConfig, keys: Keys) -> tuple[GPTConfig, dict[str, torch
         For a setting this app does not build (naming the field) or weights that do not fit.
     """
     prefix = base_prefix(keys, "model.", "embed_tokens.weight")
-    emb = take_matrix(keys, prefix + "embed_tokens.weight")
+    emb = keys.take_matrix(prefix + "embed_tokens.weight")
     vocab, d = emb.shape
     if cfg.get("vocab_size") not in (None, vocab):
         raise cfg.refuse("vocab_size", f"but the weights have {vocab}")
@@ -93,7 +95,7 @@ def convert_llama(cfg: HFConfig, keys: Keys) -> tuple[GPTConfig, dict[str, torch
     _check_layout(cfg, d, n_heads, ctx)
     theta = rope_theta(cfg)
     attn_bias, mlp_bias = cfg.flag("attention_bias", False), cfg.flag("mlp_bias", False)
-    d_mlp = peek_matrix(keys, f"{prefix}layers.0.mlp.up_proj.weight").shape[0]
+    d_mlp = keys.peek_matrix(f"{prefix}layers.0.mlp.up_proj.weight").shape[0]
     if cfg.get("intermediate_size") not in (None, d_mlp):
         raise cfg.refuse("intermediate_size", f"but the weights have {d_mlp}")
     d_head = d // n_heads

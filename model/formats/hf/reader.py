@@ -9,7 +9,6 @@ refused in one message that names it and lists the families this app opens.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +19,7 @@ from model.formats.hf import gpt, llama
 from model.formats.hf.fields import HFConfig, drop_buffers
 from model.formats.hf.tokenizer import folder_tokenizer
 from model.formats.hf.weights import WEIGHT_FILES, is_weight_file, read_weights
+from model.plain import clip, read_json_file, short_repr
 
 CONFIG_MAX_BYTES = 4 * 1024 * 1024
 
@@ -86,11 +86,9 @@ def read_config(folder: Path) -> HFConfig:
         raise NotThisFormat(f"{folder.name} is a folder without a config.json (a Hugging Face model folder has "
                             f"one); it holds: {', '.join(files) or 'nothing'}")
     try:
-        if path.stat().st_size > CONFIG_MAX_BYTES:
-            raise CheckpointError(f"{folder.name}: config.json is too large ({path.stat().st_size:,} bytes)")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise CheckpointError(f"{folder.name}: config.json is not readable JSON ({exc})") from None
+        data = read_json_file(path, CONFIG_MAX_BYTES)
+    except ValueError as exc:
+        raise CheckpointError(f"{folder.name}: config.json is not readable JSON: {clip(str(exc))}") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{folder.name}: config.json holds a {type(data).__name__}, not an object")
     config = HFConfig(folder, data)
@@ -112,7 +110,7 @@ def family_of(config: HFConfig) -> Family:
     for architecture in config.architectures:
         if architecture in ARCHITECTURES:
             return FAMILIES[ARCHITECTURES[architecture]]
-    names = f"model_type {config.model_type!r}" + (f" ({', '.join(config.architectures)})" if config.architectures else "")
+    names = f"model_type {short_repr(config.model_type)}" + (f" ({clip(', '.join(config.architectures), 200)})" if config.architectures else "")
     raise CheckpointError(f"{config.folder.name}: {names} is not a model family this app opens; "
                           f"it opens Hugging Face {families_opened()}.")
 

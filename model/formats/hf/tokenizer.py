@@ -17,13 +17,14 @@ from typing import Any
 
 from tokenizers import AddedToken, decoders, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers.models import BPE
 
 from model.formats.base import CheckpointError
-from model.formats.vocab import read_json
+from model.formats.vocab import bpe_from_files, read_json
+from model.plain import clip, read_bounded, short_repr
 from model.tokenizer import Tokenizer
 
 SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
+TOKENIZER_MAX_BYTES = 128 * 1024 * 1024  # the largest hub tokenizer.json files are a few tens of MB
 GPT2_EOT = "<|endoftext|>"
 
 
@@ -71,23 +72,23 @@ def apply_add_bos_token(hf: HFTokenizer, config: dict[str, Any], folder: Path) -
         template = processors.TemplateProcessing(single=[bos, "$A"], pair=[bos, "$A", bos, "$B"],
                                                  special_tokens=[(bos, bos_id)])
     except Exception as exc:  # tokenizers raises a plain Exception for a token it cannot put in a template
-        raise CheckpointError(f"{folder.name}: tokenizer_config.json: bos_token {bos!r} cannot start a text ({exc})") from None
+        raise CheckpointError(f"{folder.name}: tokenizer_config.json: bos_token {short_repr(bos)} cannot start a text ({exc})") from None
     hf.post_processor = template if hf.post_processor is None else processors.Sequence([hf.post_processor, template])
 
 
 def _from_tokenizer_json(path: Path) -> HFTokenizer:
-    try:
-        return HFTokenizer.from_file(str(path))
+    try:  # the contents, read here: the library's from_file takes only UTF-8 paths
+        return HFTokenizer.from_str(read_bounded(path, TOKENIZER_MAX_BYTES).decode("utf-8"))
     except Exception as exc:  # tokenizers raises its own Exception subclasses
-        raise CheckpointError(f"{path.parent.name}: {path.name} is not a valid tokenizer.json ({exc})") from None
+        raise CheckpointError(f"{path.parent.name}: {path.name} is not a valid tokenizer.json ({clip(str(exc))})") from None
 
 
 def _from_vocab_merges(folder: Path, config: dict[str, Any]) -> HFTokenizer:
     """GPT-2's byte-level BPE from ``vocab.json`` and ``merges.txt``."""
     try:
-        hf = HFTokenizer(BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))
+        hf = HFTokenizer(bpe_from_files(folder / "vocab.json", folder / "merges.txt", TOKENIZER_MAX_BYTES))
     except Exception as exc:  # tokenizers raises a plain Exception for unreadable files
-        raise CheckpointError(f"{folder.name}: vocab.json and merges.txt cannot be read as BPE ({exc})") from None
+        raise CheckpointError(f"{folder.name}: vocab.json and merges.txt cannot be read as BPE ({clip(str(exc))})") from None
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=config.get("add_prefix_space") is True)
     hf.decoder = decoders.ByteLevel()
     added = read_json(folder / "added_tokens.json") if (folder / "added_tokens.json").is_file() else {}
@@ -95,7 +96,7 @@ def _from_vocab_merges(folder: Path, config: dict[str, Any]) -> HFTokenizer:
         raise CheckpointError(f"{folder.name}: added_tokens.json is not an object of token -> id")
     for text, token_id in sorted(added.items(), key=lambda item: item[1]):
         if hf.add_tokens([AddedToken(text, special=False)]) and hf.token_to_id(text) != token_id:
-            raise CheckpointError(f"{folder.name}: added_tokens.json gives {text!r} id {token_id}, "
+            raise CheckpointError(f"{folder.name}: added_tokens.json gives {short_repr(text)} id {token_id}, "
                                   f"but it comes out as {hf.token_to_id(text)}")
     specials = [token_text(config.get(key)) for key in SPECIAL_KEYS] + [GPT2_EOT]
     hf.add_special_tokens(list(dict.fromkeys(t for t in specials if t and hf.token_to_id(t) is not None)))
@@ -112,11 +113,13 @@ def folder_tokenizer(folder: Path) -> tuple[Tokenizer | None, list[Path]]:
     """
     searched = [folder / "tokenizer.json", folder / "vocab.json", folder / "merges.txt"]
     config = settings(folder)
-    if searched[0].is_file():
-        hf = _from_tokenizer_json(searched[0])
-    elif searched[1].is_file() and searched[2].is_file():
-        hf = _from_vocab_merges(folder, config)
-    else:
+    if not searched[0].is_file() and not (searched[1].is_file() and searched[2].is_file()):
         return None, searched
-    apply_add_bos_token(hf, config, folder)
-    return Tokenizer(hf), searched
+    try:
+        hf = _from_tokenizer_json(searched[0]) if searched[0].is_file() else _from_vocab_merges(folder, config)
+        apply_add_bos_token(hf, config, folder)
+        return Tokenizer(hf), searched
+    except CheckpointError:
+        raise
+    except Exception as exc:  # tokenizers' own Exceptions, and the Tokenizer's ValueError (it fails on text, ...)
+        raise CheckpointError(f"{folder.name}: its tokenizer cannot be used ({clip(str(exc))})") from exc

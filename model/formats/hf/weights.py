@@ -8,13 +8,13 @@ must be plain file names inside the folder.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from model.formats.base import CheckpointError, Source
+from model.formats.base import CheckpointError, Source, is_file
+from model.plain import clip, read_json_file, short_repr
 
 #: The weight files of a model folder, in the order they are looked for.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -47,19 +47,17 @@ def _state_dict(path: Path) -> dict[str, torch.Tensor]:
 def _weight_map(index: Path) -> dict[str, str]:
     """An index's ``weight_map``: tensor name -> shard file name, shards checked to be in the folder."""
     try:
-        if index.stat().st_size > INDEX_MAX_BYTES:
-            raise CheckpointError(f"{index.name}: too large for an index ({index.stat().st_size:,} bytes)")
-        data = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{index.name}: not a readable JSON index ({exc})") from None
+        data = read_json_file(index, INDEX_MAX_BYTES)
+    except ValueError as exc:
+        raise CheckpointError(f"{index.name}: not a readable JSON index ({clip(str(exc))})") from None
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{index.name}: no weight_map (tensor name -> shard file)")
     for name, shard in weight_map.items():
-        if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
-            raise CheckpointError(f"{index.name}: tensor {name!r} is in {shard!r}, which is not a file in this folder")
-        if not (index.parent / shard).is_file():
-            raise CheckpointError(f"{index.name}: shard {shard} (of tensor {name}) is missing from the folder")
+        if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", "..") or "\0" in shard:
+            raise CheckpointError(f"{index.name}: tensor {short_repr(name)} is in {short_repr(shard)}, which is not a file in this folder")
+        if not is_file(index.parent / shard):
+            raise CheckpointError(f"{index.name}: shard {clip(shard, 100)} (of tensor {short_repr(name)}) is missing from the folder")
     return weight_map
 
 
