@@ -253,9 +253,10 @@ def test_the_positional_lesson_fits_the_default_window(qtbot, window):
 def _ink_contrast(widget) -> float:
     """Contrast between a widget's most common colour (its ground) and the colour that differs most
     from it (its text), from a picture of the widget."""
-    image = widget.grab().toImage()
-    pixels = np.array([[image.pixel(x, y) for x in range(0, image.width(), 1)] for y in range(image.height())],
-                      dtype=np.uint32).ravel() & 0xFFFFFF
+    from PySide6.QtGui import QImage
+
+    image = widget.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+    pixels = np.frombuffer(image.constBits(), np.uint32, image.bytesPerLine() // 4 * image.height()) & 0xFFFFFF
     values, counts = np.unique(pixels, return_counts=True)
     ground = QColor(int(values[np.argmax(counts)]))
     return max(theme.contrast_ratio(ground, QColor(int(v))) for v in values)
@@ -275,9 +276,12 @@ def test_a_dark_palette_keeps_every_chip_and_label_readable(qtbot, tmp_path, tin
         assert {c.kind for c in chips} >= {"normal", "unk"}
         for chip in chips:
             assert _ink_contrast(chip) >= 4.5, chip.text()
-        hint_like = [lb for lb in w.findChildren(QLabel) if lb.isVisible() and lb.text().strip()]
-        assert len(hint_like) > 10
-        for label in hint_like:
+        labels = [lb for lb in w.findChildren(QLabel) if lb.isVisible() and lb.text().strip()]
+        w.docks["positional"].raise_()  # a lesson's sentence box and warning
+        QApplication.processEvents()
+        labels += [lb for lb in w.panels["positional"].findChildren(QLabel) if lb.isVisible() and lb.text().strip()]
+        assert len(labels) > 15 and w.panels["positional"].sentence in labels
+        for label in labels:
             assert _ink_contrast(label) >= 3.0, label.text()[:60]
         att = w.panels["attention"]
         assert att.weights.graphics.backgroundBrush().color() == theme.plot_background(w)

@@ -57,7 +57,6 @@ def test_screenshot_of_one_panel(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--screenshot", "x.png", "--panel", "nope"], "unknown panel 'nope'"),
     (["--screenshot", "x.png", "--size", "big"], "--size takes WIDTHxHEIGHT"),
-    (["--generate", "3"], "goes with --screenshot"),
     (["--screenshot", "x.png", "--generate", "3", "--fork", "4"], "--fork K goes with --generate N"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, message):

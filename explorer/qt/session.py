@@ -155,14 +155,6 @@ class Session(QObject):
         position = self.position
         return n - 1 if position is None else min(position, n - 1)
 
-    def highlighted_position(self) -> int | None:
-        """The row to outline: the hovered one, else the pinned one; None when neither (or T == 0)."""
-        n = self._trace.n_tokens if self._trace is not None else 0
-        if self._hover is not None and self._hover < n:
-            return self._hover
-        position = self.position
-        return position if position is not None and position < n else None
-
     def head_weights(self, layer: int) -> dict[str, np.ndarray]:
         """One layer's ``Attention.head_weights()``, cached per model: W_Q (n_heads, d_model, d_head),
         W_K and W_V (n_kv_heads, d_model, d_head), W_O (n_heads, d_head, d_model) and the biases."""

@@ -40,7 +40,7 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self.heatmaps = {key: Heatmap(title, DIVERGING, row_title=TOKEN_TITLE, col_title=dimension_title("d_model"),
                                       bar_title=BAR_TITLES[key]) for key, title in TITLES.items()}
         self.rope_map = Heatmap("RoPE angle", CYCLIC, row_title="position i",
-                                col_title="pair j: θ_j = θ^(−2j/d_head), radians per position",
+                                col_title="pair j: θ_j radians per position",
                                 bar_title="angle i·θ_j, radians (mod 2π)")
         self.rope_map.describe = self._describe_angle
         self.rope_map.set_bar_levels(ANGLE_LEVELS)
