@@ -80,7 +80,7 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         self.mixed = Heatmap("after W_O: the attention output", DIVERGING, row_title="query i",
                              col_title=dimension_title("d_model"), bar_title="value of the output")
         for hm in (self.scores, self.weights, self.outputs, self.mixed):
-            hm.sig_row_clicked.connect(session.set_position)
+            hm.sig_row_clicked.connect(session.toggle_pin)  # a second click releases the pin
         self._build_layout()
         self.follow(session)
         self.refresh()
