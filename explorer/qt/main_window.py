@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QWidget
 
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
 from explorer.qt import dialogs, theme
 from explorer.qt.exporting import ExportMenu
 from explorer.qt.hub_opening import ask_repo
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
+from explorer.qt.panel_scroll import panel_scroll
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
 from explorer.qt.stored import read_bytes, read_folder, read_str_list
@@ -25,36 +26,6 @@ APP_NAME = "Transformer Explorer"
 LEFT_SHARE = 0.28  # of the window's width: the text, generation and next-token column
 MAX_RECENT = 8
 ICON = ASSETS / "icons" / "transformer-explorer.svg"
-
-
-class _Fitted(QWidget):
-    """Holds a panel in its dock's scroll area: the panel fills the view, and the view scrolls only
-    below the panel's minimum size.
-
-    A scroll area gives a panel whose layout has height-for-width (any word-wrapped label) the
-    height its preferred sizes add up to: the positional lesson was 1,600 px tall in an 800 px dock,
-    so it scrolled although it fitted.
-    """
-
-    def __init__(self, panel: QWidget) -> None:
-        super().__init__()
-        self.panel = panel
-        panel.setParent(self)
-
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt naming)
-        return self.panel.minimumSizeHint().expandedTo(self.panel.minimumSize())
-
-    def sizeHint(self) -> QSize:  # noqa: N802
-        return self.panel.sizeHint()
-
-    def resizeEvent(self, event) -> None:  # noqa: N802
-        self.panel.setGeometry(0, 0, self.width(), self.height())
-        super().resizeEvent(event)
-
-    def event(self, event) -> bool:  # noqa: D102 (Qt API)
-        if event.type() == QEvent.Type.LayoutRequest:  # the panel's minimum size changed: tell the scroll area
-            self.updateGeometry()
-        return super().event(event)
 
 
 def default_settings() -> QSettings:
@@ -104,12 +75,7 @@ class MainWindow(QMainWindow):
             panel = factory(self.session)
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock-{name}")
-            # A scroll area lets a panel with a large minimum size share a dock area with others.
-            scroll = QScrollArea()
-            scroll.setWidget(_Fitted(panel))
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QFrame.Shape.NoFrame)
-            dock.setWidget(scroll)
+            dock.setWidget(panel_scroll(panel))
             dock.visibilityChanged.connect(lambda visible, n=name: self._on_dock_visibility_changed(n, visible))
             self.panels[name], self.docks[name] = panel, dock
         self.default_layout()

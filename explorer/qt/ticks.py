@@ -98,3 +98,83 @@ def column_layout(axis: LabelAxis, widest_px: float, pitch: float) -> tuple[bool
 def row_step(axis: LabelAxis, pitch: float) -> int:
     """Every how many rows ``pitch`` px tall a side axis can label without overlapping."""
     return max(1, math.ceil(axis.line_height() / max(pitch, 1e-6)))
+
+
+class TickLabels:
+    """The tick labels of a :class:`~explorer.qt.heatmap.Heatmap` (a mixin listed before QWidget):
+    which rows and columns are labelled, flat or upright, and the column axis's height.
+
+    It reads the heatmap's ``plot``, ``col_axis``, ``data``, ``row_labels``, ``col_labels``,
+    ``keys_are_rows`` and ``_keep`` (the pinned and hovered rows), and keeps ``_tick_key``, the
+    labels last given to each axis.
+    """
+
+    _tick_key = None
+    _updating = _resized_again = False
+    _widest_col: float | None = None  # the widest column label in px (None: measure again)
+
+    def _widest_col_label(self) -> float:
+        """Width in px of the widest column label (measured once per set of labels)."""
+        if self._widest_col is None:
+            self._widest_col = widest(self.col_axis, self.col_labels or [], QFontMetrics(self.font()))
+        return self._widest_col
+
+    def _fit_col_axis(self) -> None:
+        """A top axis of token labels gets a fixed height: one line flat, the widest label upright."""
+        axis = self.col_axis
+        if axis.orientation != "top":
+            return  # a bottom axis of numbered dimensions sizes itself (pyqtgraph)
+        across = self._widest_col_label() if axis.vertical else axis.line_height()
+        if axis.vertical and across <= getattr(axis, "_upright_px", 0.0):
+            across = axis._upright_px  # upright labels: grow only, so typing never re-lays out
+        axis._upright_px = across if axis.vertical else 0.0
+        set_axis_height(axis, across + 8 + axis.title_space())
+
+    def _update_ticks(self, *_) -> None:
+        """Label every row and column that fits (columns turned upright before any is dropped);
+        recomputed on resize. A thinned axis keeps the pinned and hovered rows and the last.
+
+        Turning the column labels changes the column axis's height and so the rows' room: a
+        resize that this causes is handled by the call that caused it (never half-way through).
+        """
+        if self._updating:
+            self._resized_again = True
+            return
+        self._updating = True
+        try:
+            for _ in range(3):  # settles at once, or after the one re-layout that turning causes
+                self._resized_again = False
+                self._update_ticks_once()
+                if not self._resized_again:
+                    break
+        finally:
+            self._updating = False
+
+    def _update_ticks_once(self) -> None:
+        if self.data.size == 0:
+            return
+        rows, cols = self.data.shape
+        vb = self.plot.getViewBox()
+        fm = QFontMetrics(self.font())
+        old_rows, old_cols = self._tick_key or (None, None)
+        upright, c_step = False, 1
+        if self.col_labels is not None:
+            upright, c_step = column_layout(self.col_axis, self._widest_col_label(), max(vb.width(), 1.0) / cols)
+        keep_cols = self._keep if c_step > 1 and self.keys_are_rows else ()
+        cols_key = (self.col_labels, c_step, upright, keep_cols)
+        # Each axis is touched only when its own labels change: setTicks makes pyqtgraph rebuild
+        # and repaint that axis, which costs about 1 ms for 32 labels.
+        if cols_key != old_cols:
+            self.col_axis.set_vertical(upright)
+            self._fit_col_axis()  # may lay the plot out again: the rows' room is read after it
+            self.col_axis.setTicks(thinned_ticks(self.col_labels, c_step, keep_cols)
+                                   if self.col_labels is not None else None)
+        left = self.plot.getAxis("left")
+        r_step = row_step(left, max(vb.height(), 1.0) / rows)
+        keep_rows = self._keep if r_step > 1 else ()
+        rows_key = (self.row_labels, r_step, keep_rows)
+        if rows_key != old_rows:
+            widen_axis(left, self.row_labels or [str(rows - 1)], fm)
+            left.setTicks(thinned_ticks(self.row_labels, r_step, keep_rows))
+        self._tick_key = (rows_key, cols_key)
+
