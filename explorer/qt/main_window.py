@@ -7,14 +7,15 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QWidget
 
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
-from explorer.qt import dialogs
+from explorer.qt import dialogs, theme
 from explorer.qt.exporting import ExportMenu
 from explorer.qt.hub_opening import ask_repo
 from explorer.qt.interventions_status import InterventionsStatus
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
+from explorer.qt.panel_scroll import panel_scroll
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
 from explorer.qt.stored import read_bytes, read_folder, read_str_list
@@ -24,6 +25,7 @@ from model.checkpoint import CheckpointError
 from model.formats.hub import is_hub_spec
 
 APP_NAME = "Transformer Explorer"
+LEFT_SHARE = 0.28  # of the window's width: the text, generation and next-token column
 MAX_RECENT = 8
 ICON = ASSETS / "icons" / "transformer-explorer.svg"
 SNAPSHOT_NOTE = "Training panel: Final model or End goes back"
@@ -78,19 +80,15 @@ class MainWindow(QMainWindow):
             panel = factory(self.session)
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock-{name}")
-            # A scroll area lets a panel with a large minimum size share a dock area with others.
-            scroll = QScrollArea()
-            scroll.setWidget(panel)
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QFrame.Shape.NoFrame)
-            dock.setWidget(scroll)
+            dock.setWidget(panel_scroll(panel))
             dock.visibilityChanged.connect(lambda visible, n=name: self._on_dock_visibility_changed(n, visible))
             self.panels[name], self.docks[name] = panel, dock
         self.default_layout()
 
     def default_layout(self) -> None:
-        """Text over next token (model tabbed) on the left; attention over embeddings (Q/K/V and
-        any further panels tabbed) on the right."""
+        """The text over next token (model tabbed) on the left; on the right, the full height for one
+        view at a time: attention in front, the embeddings, Q/K/V, the lessons and any further
+        panels tabbed with it (a lesson needs the room: 1,400 × 900 shows it without scrolling)."""
         d = self.docks
         for dock in d.values():
             dock.setFloating(False)
@@ -98,12 +96,19 @@ class MainWindow(QMainWindow):
         left_top, right_top = d.get("tokens"), d.get("attention")
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left_top)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, right_top)
-        self._stack_under(left_top, ["next-token", "model"])
-        others = [n for n in d if n not in ("tokens", "attention", "next-token", "model")]
-        self._stack_under(right_top, others)
+        above = left_top
+        for name in ("generate", "next-token"):  # the generation controls stay in view, above the bars
+            if name in d:
+                self.splitDockWidget(above, d[name], Qt.Orientation.Vertical)
+                above = d[name]
+        if "model" in d:
+            self.tabifyDockWidget(above, d["model"])
+        left = {"tokens", "generate", "next-token", "model"}
+        for name in [n for n in d if n not in left and n != "attention"]:
+            self.tabifyDockWidget(right_top, d[name])
         for dock in d.values():
             dock.show()
-        for name in ("next-token", "embeddings"):
+        for name in ("next-token", "attention"):
             if name in d:
                 d[name].raise_()
         self._sizes_pending = True
@@ -115,24 +120,17 @@ class MainWindow(QMainWindow):
         self._sizes_pending = False
         d = self.docks
         w, h = self.width(), self.height()
-        self.resizeDocks([d["tokens"], d["attention"]], [int(w * 0.36), int(w * 0.64)], Qt.Orientation.Horizontal)
-        for top, below, share in (("tokens", "next-token", 0.42), ("attention", "embeddings", 0.55)):
-            if below in d:
-                self.resizeDocks([d[top], d[below]], [int(h * share), int(h * (1 - share))], Qt.Orientation.Vertical)
+        self.resizeDocks([d["tokens"], d["attention"]], [int(w * LEFT_SHARE), int(w * (1 - LEFT_SHARE))],
+                         Qt.Orientation.Horizontal)
+        column = [d[n] for n in ("tokens", "generate", "next-token") if n in d]
+        shares = {"tokens": 0.3, "generate": 0.24, "next-token": 0.46}
+        self.resizeDocks(column, [int(h * shares[n]) for n in ("tokens", "generate", "next-token") if n in d],
+                         Qt.Orientation.Vertical)
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         super().showEvent(event)
         if self._sizes_pending:  # after the first layout pass, when the docks have real sizes
             QTimer.singleShot(0, self._apply_default_sizes)
-
-    def _stack_under(self, top: QDockWidget, names: list[str]) -> None:
-        """Put the first named dock under ``top`` and tab the rest with it."""
-        docks = [self.docks[n] for n in names if n in self.docks]
-        if not docks:
-            return
-        self.splitDockWidget(top, docks[0], Qt.Orientation.Vertical)
-        for dock in docks[1:]:
-            self.tabifyDockWidget(docks[0], dock)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -149,10 +147,16 @@ class MainWindow(QMainWindow):
         self.export_menu = ExportMenu(self, file_menu.addMenu("&Export"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        if "generate" in self.panels:
+            generate_menu = self.menuBar().addMenu("&Generate")
+            self._action(generate_menu, "&Generate / Stop", self.panels["generate"].toggle, QKeySequence("Ctrl+G"))
         view_menu = self.menuBar().addMenu("&View")
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())
         view_menu.addSeparator()
+        release = self._action(view_menu, "Release the &Pinned Token", lambda: self.session.set_position(None),
+                               QKeySequence(Qt.Key.Key_Escape))
+        release.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
         self._action(view_menu, "Reset &Layout", self.default_layout)
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
@@ -344,7 +348,7 @@ class MainWindow(QMainWindow):
         elif self.model_note:
             parts.append(self.model_note)
         self.status.setText("  ·  ".join(parts))
-        self.status.setStyleSheet("QLabel { color:#a00000; }" if bad is not None or s.error else "")
+        self.status.setStyleSheet(theme.note_style(self) if bad is not None or s.error else "")
 
     def current_panel(self) -> str:
         """Name of the panel the user last worked in (for Export ▸ Panel)."""

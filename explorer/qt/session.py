@@ -104,7 +104,8 @@ class Session(QObject):
         self._trace: Trace | None = None
         self._tokens: list[str] = []
         self._layer = self._head = 0
-        self._position: int | None = None
+        self._pin: int | None = None  # the pinned token, as an index into the whole text's encoding
+        self._hover: int | None = None  # the trace row under the mouse (shown, not pinned)
         self._pe = self._causal = True
         self._interventions = Interventions()
         self._gen = 0
@@ -139,7 +140,7 @@ class Session(QObject):
                       doc="Token strings of the trace rows (after cropping); byte-level BPE names as their text.")
     layer = property(lambda self: self._layer, doc="Selected layer, in [0, n_layers).")
     head = property(lambda self: self._head, doc="Selected head, in [0, n_heads).")
-    position = property(lambda self: self._position, doc="Selected query row, or None for the last row.")
+    hover = property(lambda self: self._hover, doc="The trace row under the mouse (shown without pinning), or None.")
     positional_encoding = property(lambda self: self._pe, doc="Whether x_i = e_i + p_i (True) or e_i.")
     causal = property(lambda self: self._causal, doc="Whether the causal mask is applied.")
     interventions = property(lambda self: self._interventions,
@@ -153,12 +154,28 @@ class Session(QObject):
         """True when edits are traced on the worker thread (``async`` mode, or a slow model in ``auto``)."""
         return self.compute_mode == "async" or (self.compute_mode == "auto" and self._slow)
 
+    @property
+    def position(self) -> int | None:
+        """The pinned (selected) query row, or None: nothing pinned, the panels show the last row.
+
+        The pin holds a token, not a row: when the text outgrows the context window and the first
+        tokens drop out, the row of the pinned token moves with it.
+        """
+        if self._pin is None:
+            return None
+        row = self._pin - self._dropped()
+        return row if row >= 0 else None
+
     def selected_position(self) -> int | None:
-        """The selected trace row: ``position``, or the last row when None; None when T == 0."""
+        """The trace row every panel shows: the hovered row, else the pinned one, else the last;
+        None when T == 0."""
         n = self._trace.n_tokens if self._trace is not None else 0
         if n == 0:
             return None
-        return n - 1 if self._position is None else min(self._position, n - 1)
+        if self._hover is not None and self._hover < n:
+            return self._hover
+        position = self.position
+        return n - 1 if position is None else min(position, n - 1)
 
     def head_weights(self, layer: int) -> dict[str, np.ndarray]:
         """One layer's ``Attention.head_weights()``, cached per model: W_Q (n_heads, d_model, d_head),
@@ -193,9 +210,11 @@ class Session(QObject):
         self._weights = {}
         self.worker.drop_queued()  # work queued for the old model
         self._layer = self._head = 0
-        self._position = None
+        self._hover = None
         self._keep_interventions_that_fit(checkpoint)
         self._encoding = self._encode(self._text)
+        if self._pin is not None and self._pin >= len(self._encoding):
+            self._pin = None  # the pin stays on its token while the new model's text still has it
         checkpoint.model.trace([0])  # warm-up: the first call pays torch's one-off costs
         n = self._timing_tokens = min(checkpoint.config.context_length, 32)
         t0 = time.perf_counter()
@@ -286,13 +305,24 @@ class Session(QObject):
         self._set_selection("_head", max(0, min(int(head), n - 1)))
 
     def set_position(self, position: int | None) -> None:
-        """Select a query row (clamped to the trace, or while it is computed to the tokens it will
-        have), or None for "the last row"."""
+        """Pin a query row (clamped to the trace, or while it is computed to the tokens it will
+        have), or None to release the pin (the panels then show the last row)."""
+        pin = None
         if position is not None:
             n = self._trace.n_tokens if self._trace is not None else min(
                 len(self._encoding), self.config.context_length if self.config else 0)
-            position = None if n == 0 else max(0, min(int(position), n - 1))
-        self._set_selection("_position", position)
+            pin = None if n == 0 else max(0, min(int(position), n - 1)) + self._dropped()
+        self._set_selection("_pin", pin)
+
+    def toggle_pin(self, position: int) -> None:
+        """Pin ``position``; when it is the pinned row already, release the pin (a second click)."""
+        self.set_position(None if position == self.position else position)
+
+    def set_hover(self, position: int | None) -> None:
+        """Show the row under the mouse in every panel without pinning it (None: the mouse left)."""
+        n = self._trace.n_tokens if self._trace is not None else 0
+        position = None if position is None or not 0 <= int(position) < n else int(position)
+        self._set_selection("_hover", position)
 
     def set_positional_encoding(self, on: bool) -> None:
         """Run with x_i = e_i + p_i (True) or x_i = e_i (False)."""
@@ -413,6 +443,12 @@ class Session(QObject):
             self._interventions = Interventions()
             self.sig_interventions_changed.emit()
 
+    def _dropped(self) -> int:
+        """Tokens before the context window: the shown trace's, else what the text's will be."""
+        if self._trace is not None:
+            return self._trace.dropped
+        return max(0, len(self._encoding) - (self.config.context_length if self.config else 0))
+
     def _set_selection(self, attr: str, value) -> None:
         if getattr(self, attr) != value:
             setattr(self, attr, value)
@@ -453,9 +489,13 @@ class Session(QObject):
         self._trace = trace
         self._tokens = display_tokens(req.checkpoint.tokenizer, req.encoding, trace.dropped) if trace is not None else []
         n = trace.n_tokens if trace is not None else 0
-        clamped = self._position is not None and self._position >= n
+        dropped = trace.dropped if trace is not None else 0
+        # The pin is released when its token is gone (the text got shorter, or it left the window).
+        clamped = self._pin is not None and not 0 <= self._pin - dropped < n
         if clamped:
-            self._position = None
+            self._pin = None
+        if self._hover is not None and self._hover >= n:
+            self._hover = None
         t0 = time.perf_counter()
         self.sig_trace_changed.emit()
         if clamped:

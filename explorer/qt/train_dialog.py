@@ -12,15 +12,32 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QListWidget, QPushButton,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.core.train_log import duration
-from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
-                                       next_free_name, snapshot_dir, split_for_validation)
-from explorer.qt import dialogs
+from explorer.core.train_setup import (
+    TrainChoice,
+    check,
+    command_args,
+    default_choice,
+    held_out_paths,
+    next_free_name,
+    snapshot_dir,
+    split_for_validation,
+)
+from explorer.qt import dialogs, theme
 from explorer.qt.background import run_with_progress
-from explorer.qt.heatmap import NOTE_STYLE
 from explorer.qt.train_run import TrainRun
 from model.data import CorpusError
 
@@ -65,7 +82,7 @@ class TrainDialog(QDialog):
         for label in (self.problem, self.summary):
             label.setWordWrap(True)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.problem.setStyleSheet(NOTE_STYLE)
+        self.problem.setStyleSheet(theme.note_style(self))
         self.start_button, self.cancel_button = QPushButton("Start training"), QPushButton("Cancel training")
         self.start_button.clicked.connect(self.start)
         self.cancel_button.clicked.connect(self.cancel)

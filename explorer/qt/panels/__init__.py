@@ -8,6 +8,7 @@ import its class and append one entry to :data:`PANELS`.
 from explorer.qt.panels.attention import AttentionPanel
 from explorer.qt.panels.embeddings import EmbeddingsPanel
 from explorer.qt.panels.formula import FormulaPanel
+from explorer.qt.panels.generate import GeneratePanel
 from explorer.qt.panels.model_info import ModelInfoPanel
 from explorer.qt.panels.next_token import NextTokenPanel
 from explorer.qt.panels.positional import PositionalPanel
@@ -24,6 +25,7 @@ PANELS = [
     ("attention", "Attention", AttentionPanel),
     ("next-token", "Next token", NextTokenPanel),
     ("model", "Model", ModelInfoPanel),
+    ("generate", "Generate", GeneratePanel),
     ("positional", "Positional encoding and order", PositionalPanel),
     ("formula", "Attention formula", FormulaPanel),
     ("variants", "Attention variants", VariantsPanel),

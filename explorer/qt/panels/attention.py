@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSignalBlocker, Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QMenu, QSpinBox, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QMenu, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.architecture import score_title
+from explorer.core.attention_sink import sink_facts, sink_line, sink_paragraph
 from explorer.core.views import attention_views, axis_labels, head_mosaic, head_names, symmetric_levels, token_label
 from explorer.core.why import toggled_head
-from explorer.qt.heatmap import DIVERGING, NOTE_STYLE, SEQUENTIAL, Heatmap, colormap, settle_view
-from explorer.qt.plot_items import LabelAxis, MatrixImage
+from explorer.qt import theme
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.pin_note import PinNote
+from explorer.qt.plot_items import LabelAxis, MatrixImage
 from explorer.qt.session import Session
 
 WEIGHT_LEVELS = (0.0, 1.0)
@@ -42,7 +45,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setBackground("w")
+        self.setBackground(theme.plot_background(self))
         self.plot = self.addPlot(axisItems={"left": LabelAxis("left"), "top": LabelAxis("top")})
         self.plot.invertY(True)
         self.plot.hideAxis("bottom")
@@ -157,8 +160,15 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 class AttentionPanel(RefreshWhenShown, QWidget):
     """Scores q_i.k_j / sqrt(d_head) (masked cells blank) and weights (levels 0..1) of one head.
 
-    Queries run down the side with row 0 at the top, keys along the top. Clicking a row selects
-    that query position.
+    Queries run down the side with row 0 at the top, keys along the top. Clicking a row pins
+    that query (clicking it again releases it); hovering a row shows it in every panel. Under the
+    maps, the head's mean weight on the first token, with a paragraph that explains it.
+
+    Attributes
+    ----------
+    why_hook : callable or None
+        Called with no argument from the paragraph's "Why panel" link, when set (the main window
+        sets it when a Why panel exists).
     """
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
@@ -167,10 +177,10 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.layer_box, self.head_box = QSpinBox(), QSpinBox()
         self.all_heads = QCheckBox("all heads")
         self.grid_note = QLabel()  # which tiles of the grid hold values that are not numbers
-        self.grid_note.setStyleSheet(NOTE_STYLE)
+        self.grid_note.setStyleSheet(theme.note_style(self))
         self.grid_note.setVisible(False)
-        self.scores = Heatmap("scores q·k/√d_head", DIVERGING, col_axis="top")
-        self.weights = Heatmap("weights = softmax", SEQUENTIAL, col_axis="top")
+        self.scores = Heatmap("scores q·k/√d_head", DIVERGING, col_axis="top", bar_title="score, before softmax")
+        self.weights = Heatmap("weights = softmax of each row", SEQUENTIAL, col_axis="top", bar_title="weight 0..1")
         self.grid = HeadGrid()
         self.grid.sig_head_picked.connect(self._on_grid_head_picked)
         self.grid.sig_head_toggled.connect(
@@ -179,11 +189,23 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.grid.setToolTip("click a head to show it; Ctrl+click or right-click to switch it off (every panel "
                              "follows)")
         self.off_note = QLabel()  # says that the selected head is switched off
-        self.off_note.setStyleSheet(NOTE_STYLE)
+        self.off_note.setStyleSheet(theme.note_style(self))
         self.grid.setVisible(False)
         for hm, name in ((self.scores, "score"), (self.weights, "weight")):
             hm.describe = self._describer(hm, name)
-            hm.sig_row_clicked.connect(session.set_position)
+            hm.sig_row_clicked.connect(session.toggle_pin)
+            hm.sig_row_hovered.connect(session.set_hover)
+        self.pin_note = PinNote(session)
+        self.sink = QLabel()  # the mean weight on the first token, with a link to the paragraph
+        self.sink.setTextFormat(Qt.TextFormat.RichText)
+        self.sink.linkActivated.connect(self._on_sink_link)
+        self.sink_text = QLabel()  # the paragraph, shown from the link
+        self.sink_text.setWordWrap(True)
+        self.sink_text.setTextFormat(Qt.TextFormat.RichText)
+        self.sink_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.sink_text.linkActivated.connect(self._on_sink_link)
+        self.sink_text.setVisible(False)
+        self.why_hook = None
         self._build_layout()
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
@@ -201,6 +223,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         top.addWidget(self.grid_note)
         top.addWidget(self.off_note)
         top.addStretch(1)
+        top.addWidget(self.pin_note)
         self.maps = QHBoxLayout()
         self.maps.addWidget(self.scores, 1)
         self.maps.addWidget(self.weights, 1)
@@ -208,6 +231,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
         layout.addLayout(self.maps, 3)
+        layout.addWidget(self.sink)
+        layout.addWidget(self.sink_text)
         layout.addWidget(self.grid, 2)
 
     def _place_grid(self, n_layers: int, n_heads: int) -> None:
@@ -274,6 +299,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             self.scores.clear()
             self.weights.clear()
             self.grid.set_trace(None)
+            self.sink.setText("")
+            self.sink_text.setText("")
             return
         views = attention_views(trace, s.layer, s.head)
         labels = axis_labels(s.tokens)
@@ -284,13 +311,33 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         off = (s.layer, s.head) in s.interventions.ablate
         self.off_note.setText(f"L{s.layer}H{s.head} is switched off: these weights are computed, but its output "
                               "is zeroed" if off else "")
-        selected = s.selected_position() if s.position is not None else None
-        self.scores.set_selected_row(selected)
-        self.weights.set_selected_row(selected)
+        for hm in (self.scores, self.weights):
+            hm.set_selected_row(s.position, s.hover)
+        self._show_sink(trace, s.layer, s.head)
         if self.grid.isVisibleTo(self):
             self.grid.set_trace(trace)
             self.grid.mark(s.layer, s.head)
         self._note_grid_faults()
+
+    def _show_sink(self, trace, layer: int, head: int) -> None:
+        """The head's mean weight on the first token, and (when opened) the paragraph about it."""
+        facts = sink_facts(trace, layer, head)
+        first = token_label(self.session.tokens[0]) if self.session.tokens else "?"
+        open_ = self.sink_text.isVisibleTo(self)
+        link = f" · <a href='sink'>{'hide' if open_ else 'why?'}</a>" if facts is not None else ""
+        self.sink.setText(html.escape(sink_line(facts, first), quote=False) + link)
+        if open_:
+            why = " <a href='why'>How much of it reaches the prediction: the Why panel.</a>" if self.why_hook else ""
+            self.sink_text.setText(html.escape(sink_paragraph(facts, first), quote=False) + why)
+
+    def _on_sink_link(self, link: str) -> None:
+        if link == "why" and self.why_hook is not None:
+            self.why_hook()
+            return
+        self.sink_text.setVisible(not self.sink_text.isVisibleTo(self))
+        trace = self.session.trace
+        if trace is not None and trace.n_tokens:
+            self._show_sink(trace, self.session.layer, self.session.head)
 
     def _note_grid_faults(self) -> None:
         """Name the heads of the grid whose weights are not all numbers (their cells are blank)."""

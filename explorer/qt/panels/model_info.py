@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from explorer.core.architecture import describe_architecture
 from explorer.core.model_facts import describe_training, fmt_value
+from explorer.qt import theme
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 from model import Tokenizer
@@ -16,7 +17,7 @@ from model.token_names import KIND_DESCRIPTIONS
 
 def _row(key: str, value, fields: str = "") -> str:
     text = value if isinstance(value, str) else fmt_value(key, value)
-    names = f" <span style='color:#777'>({html.escape(fields)})</span>" if fields else ""
+    names = f" <span style='color:{theme.muted_text().name()}'>({html.escape(fields)})</span>" if fields else ""
     return (f"<tr><td style='padding-right:8px'><b>{html.escape(str(key))}</b></td>"
             f"<td>{html.escape(text)}{names}</td></tr>")
 

@@ -16,13 +16,22 @@ import time
 
 import numpy as np
 from PySide6.QtCore import QSignalBlocker
-from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDockWidget,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.core import why
 from explorer.core.views import token_label
+from explorer.qt import theme
 from explorer.qt.explain_target import ExplainTarget
-from explorer.qt.heatmap import NOTE_STYLE
 from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
@@ -155,7 +164,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
             tid = resolve_target(self.target_box.currentText().strip(), s.tokenizer, s.config.vocab_size)
         except ValueError as exc:
             self.status.setText(str(exc).replace("--target ", ""))
-            self.status.setStyleSheet(NOTE_STYLE)
+            self.status.setStyleSheet(theme.note_style(self))
             return
         self.target.set_target(tid)
 
@@ -222,7 +231,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.waiting = False
         if result.error:
             self.status.setText(f"could not explain: {result.error}")
-            self.status.setStyleSheet(NOTE_STYLE)
+            self.status.setStyleSheet(theme.note_style(self))
             return
         self.status.setText(f"({result.ms:.0f} ms)")
         self.last_job_ms = result.ms
