@@ -73,3 +73,81 @@ def measure(app, window, n_tokens: int, edits: int) -> dict[str, float]:
     for part in ("tokenize", "model", "views", "paint"):
         out[f"keystroke_{part}_ms_median_t{n_tokens}"] = stats(parts[part])[0]
     return out
+
+
+def with_why_panel(app, window, n_tokens: int = 32, edits: int = 200) -> dict[str, float]:
+    """Key presses at T = ``n_tokens`` with the Why panel in front (its explanation follows every
+    edit as a session job, on the worker thread for the default model).
+
+    Returns, as medians over the edits (ms): ``keystroke_ms_median_tN_why``, the key press and the
+    turns of the event loop before the Why panel's result arrived (the trace, the other panels and
+    their paint: the keystroke's own frame), and its 95th percentile; ``why_drawn_ms_median_tN``,
+    from the key press until the Why panel has drawn the new explanation and everything after it
+    has been processed; ``why_turn_ms_median_tN`` and its p95, the longest turn from the one that
+    brought the result on (the Why panel's drawing and paint; NaN for an edit whose result came in
+    the key press's first turn, whose drawing then counts in the keystroke); ``why_job_ms_median_tN``,
+    the job's own time (on the worker thread); ``why_draw_ms_median_tN``, the drawing alone.
+    """
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QTextCursor
+    from PySide6.QtTest import QTest
+
+    session, panel = window.session, window.panels["why"]
+    window.docks["why"].raise_()
+    editor = window.panels["tokens"].editor
+    editor.setPlainText(text_of(n_tokens))
+    editor.moveCursor(QTextCursor.MoveOperation.End)
+    editor.setFocus()
+    _turns_until_drawn(app, session, panel, None)
+    parts = {"keystroke": [], "drawn": [], "turn": [], "job": [], "draw": []}
+    for i in range(edits):
+        before = session.trace
+        t0 = time.perf_counter()
+        QTest.keyClick(editor, Qt.Key.Key_S if i % 2 == 0 else Qt.Key.Key_Backspace)
+        click = (time.perf_counter() - t0) * 1e3
+        turns, k = _turns_until_drawn(app, session, panel, before)
+        parts["drawn"].append((time.perf_counter() - t0) * 1e3)
+        parts["keystroke"].append(click + sum(turns[:max(k, 1)]))  # the rounds before the result arrived
+        parts["turn"].append(max(turns[k:]) if k >= 1 else float("nan"))
+        parts["job"].append(panel.last_job_ms)
+        parts["draw"].append(panel.last_draw_ms)
+    assert session.trace.n_tokens == n_tokens, "the edits changed T"
+    window.docks["embeddings"].raise_()  # the default layout again for the sections after this one
+    settle(app)
+    # An edit whose result came in its first turn has no turn of its own (its drawing is in the keystroke).
+    parts["turn"] = [t for t in parts["turn"] if t == t] or parts["keystroke"]
+    out = {}
+    for part, name in (("keystroke", "keystroke_ms_{}_t{}_why"), ("drawn", "why_drawn_ms_{}_t{}"),
+                       ("turn", "why_turn_ms_{}_t{}"), ("job", "why_job_ms_{}_t{}"), ("draw", "why_draw_ms_{}_t{}")):
+        median, p95 = stats(parts[part])
+        out[name.format("median", n_tokens)] = median
+        if part in ("keystroke", "turn"):
+            out[name.format("p95", n_tokens)] = p95
+    return out
+
+
+def _turns_until_drawn(app, session, panel, before, timeout_s: float = 10.0) -> tuple[list[float], int]:
+    """Run the event loop until the session has a trace other than ``before`` (a slow trace comes
+    from the worker thread), the Why panel has drawn its explanation, and three rounds have found
+    nothing to do. Returns the ms of each ``processEvents``
+    round that did work (waiting for the worker thread between rounds is left out) and the index
+    of the round in which the explanation was drawn."""
+    turns, end, drawn_at = [], time.perf_counter() + timeout_s, -1
+    idle = 0
+    while idle < 3:
+        if time.perf_counter() > end:
+            raise TimeoutError("the Why panel did not draw the newest trace")
+        t = time.perf_counter()
+        app.processEvents()
+        ms = (time.perf_counter() - t) * 1e3
+        drawn = session.trace is not before and panel.drawn_trace is session.trace and not session.busy
+        if drawn and drawn_at < 0:
+            drawn_at = len(turns)
+        if ms > 0.2 or not turns or drawn_at == len(turns):
+            turns.append(ms)
+            idle = 0
+        elif drawn:
+            idle += 1
+        if not drawn:
+            time.sleep(0.0002)  # the worker computes: waiting is not a turn of the GUI thread
+    return turns, drawn_at

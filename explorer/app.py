@@ -1,7 +1,7 @@
 """The ``transformer-explorer`` command (also ``python -m explorer``).
 
     transformer-explorer [PATH] [--text TEXT] [--n-heads N] [--vocab FILE] [--book]
-                         [--screenshot OUT.png [--panel NAME] [--size WxH]]
+                         [--step N] [--screenshot OUT.png [--panel NAME] [--size WxH]] [--dark]
 
 Opens the main window on PATH (a checkpoint file or folder, or ``hf:REPO_ID[@REVISION]`` for a model
 on the Hugging Face Hub), or on the default checkpoint in assets/. With ``--screenshot`` it renders
@@ -91,9 +91,17 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
                    "llama2.c tokenizer.bin, GPT-2 folder), where it is not beside the file (else asked)")
     p.add_argument("--book", action="store_true", help="open the attention variants on the book's worked "
                    "example (Raschka, ch. 3: 'Your journey starts with one step')")
+    p.add_argument("--step", type=int, metavar="N", help="show the model's training snapshot at step N (or the "
+                   "last one before it) in every panel: the Training panel's slider")
     p.add_argument("--screenshot", metavar="OUT.png", help="render off-screen to this PNG and exit")
     p.add_argument("--panel", help=f"with --screenshot: only this panel ({', '.join(panel_names)})")
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="with --screenshot: WIDTHxHEIGHT (1400x900)")
+    p.add_argument("--dark", action="store_true", help="a dark theme (Qt's Fusion style with a dark palette), "
+                   "in the window and in --screenshot pictures")
+    p.add_argument("--generate", type=int, metavar="N", help="with --screenshot: generate N tokens after --text "
+                   "(greedy) before the picture is taken")
+    p.add_argument("--fork", type=int, metavar="K", help="with --generate: then fork at the K-th generated token "
+                   "(its most likely alternative instead) and generate N more; the picture shows that branch")
     p.add_argument("--startup-time", action="store_true",
                    help="print when the window was shown and when the model was drawn, then exit")
     args = p.parse_args(argv)
@@ -101,20 +109,24 @@ def parse_args(argv: list[str] | None, panel_names: list[str]) -> argparse.Names
         p.error(f"unknown panel {args.panel!r}; choose from {', '.join(panel_names)}")
     if args.panel is not None and not args.screenshot:
         p.error("--panel needs --screenshot")
+    if args.generate is not None and (not args.screenshot or args.generate < 1):
+        p.error("--generate N takes a number of tokens (1 or more) and goes with --screenshot")
+    if args.fork is not None and (args.generate is None or not 1 <= args.fork <= args.generate):
+        p.error("--fork K goes with --generate N, 1 <= K <= N")
     if args.book and args.panel not in (None, "variants"):
         p.error(f"--book shows the variants panel, not {args.panel!r}")
     return args
 
 
 def _render(widget, size: tuple[int, int], out: str, app) -> None:
-    from PySide6.QtGui import QColor, QPixmap
+    from PySide6.QtGui import QPixmap
 
     widget.resize(*size)
     widget.show()
     for _ in range(5):
         app.processEvents()
     pixmap = QPixmap(*size)
-    pixmap.fill(QColor("white"))
+    pixmap.fill(widget.palette().color(widget.backgroundRole()))  # the theme's window colour
     widget.render(pixmap)
     if not pixmap.save(out, "PNG"):
         raise OSError(f"could not write {out}")
@@ -194,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_harmless_qt_warnings()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Transformer Explorer")
+    if args.dark:
+        from explorer.qt.theme import use_dark_theme
+
+        use_dark_theme(app)
     app.setWindowIcon(QIcon(str(ICON)))
     failures: list[str] = []
     settings = None
@@ -212,6 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         widget = factory(window.session) if factory else window
         if args.book:
             _show_book(widget if args.panel == "variants" else window)
+        if args.step is not None:
+            if args.panel is None:  # its tab forward, once the window is shown (before, it does not hold)
+                from PySide6.QtCore import QTimer
+
+                QTimer.singleShot(0, window.docks["training"].raise_)
+            _show_step(widget if args.panel == "training" else window.panels["training"], args.step)
+        if args.generate:
+            _generate(window, args.generate, args.fork, app)
         try:
             _render(widget, args.size, args.screenshot, app)
         except OSError as exc:  # an unwritable place: one line, not a traceback
@@ -228,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     _load(window, args)
     if args.book:
         _show_book(window)
+    if args.step is not None:
+        window.docks["training"].raise_()
+        _show_step(window.panels["training"], args.step)
     window.statusBar().clearMessage()
     freeze_startup_objects()
     if args.startup_time:
@@ -252,6 +279,40 @@ def _show_book(widget) -> None:
         return
     widget.panels["variants"].set_source("book")
     widget.docks["variants"].raise_()
+
+
+def _show_step(panel, step: int) -> None:
+    """Show the training snapshot at ``step`` (or the last before it) through the Training panel;
+    says so on stderr when the model has no snapshots."""
+    panel.show_step(step)
+    if panel.source.view is None and not panel.source.loading:
+        print(f"transformer-explorer: --step {step}: {panel.source.message}", file=sys.stderr)
+
+
+def _generate(window, n: int, fork: int | None, app) -> None:
+    """Generate ``n`` tokens (greedy) after the text, as Ctrl+G does; with ``fork``, then take the
+    most likely alternative of the fork-th generated token instead, generate ``n`` more after it
+    and pin the token where the branches part."""
+    from explorer.qt.generation import Generator
+    from model.generate import Sampling
+
+    generator = Generator.of(window.session)
+
+    def wait() -> None:
+        while generator.running:
+            app.processEvents()
+
+    generator.start(n, Sampling())
+    wait()
+    if fork is None or generator.story is None or fork > len(generator.story.branch.steps):
+        return
+    was = generator.story.branch.steps[fork - 1]
+    other = next((t for t in was.top_ids if t != was.token_id), None)
+    if other is not None:
+        generator.fork(fork - 1, other, n, Sampling())
+        wait()
+        s = window.session
+        s.set_position(len(generator.story.prompt_ids) + fork - 1 - s.trace.dropped)
 
 
 def _load(window, args) -> bool:

@@ -7,6 +7,7 @@ stream in which every position predicts the next token.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import re
@@ -118,6 +119,41 @@ def read_stories(paths: Sequence[str | os.PathLike]) -> list[str]:
             raise CorpusError(f"{path}: the file is empty (no text)")
         stories.extend(found)
     return stories
+
+
+def check_text_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> None:
+    """Cheap checks of a text file before a run starts: it exists, can be read, its first
+    ``chunk_bytes`` are UTF-8, and it holds some text (not only whitespace).
+
+    Reads only until the first non-whitespace character (the whole file only when it is all
+    whitespace); :func:`read_stories` reads and checks the whole text later.
+
+    Raises
+    ------
+    CorpusError
+        With the messages of :func:`read_stories` (missing, not a file, not UTF-8, unreadable, empty).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: no such file")
+    if not path.is_file():
+        raise CorpusError(f"{path}: not a file")
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    done = 0  # bytes read before this chunk
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(chunk_bytes):
+                pending = len(decoder.getstate()[0])  # bytes of a character cut by the last chunk
+                try:
+                    text = decoder.decode(chunk, final=len(chunk) < chunk_bytes)
+                except UnicodeDecodeError as exc:
+                    raise CorpusError(f"{path}: not UTF-8 text (byte {done - pending + exc.start})") from None
+                if text.strip():
+                    return
+                done += len(chunk)
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror})") from None
+    raise CorpusError(f"{path}: the file is empty (no text)")
 
 
 def encode_stories(tokenizer: Tokenizer, stories: Iterable[str]) -> torch.Tensor:

@@ -66,6 +66,9 @@ class Sampling:
 def sampling_distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
     """The distribution the next token is drawn from, for one position's logits.
 
+    This is not the model's own distribution (softmax of the logits): temperature, top-k and
+    top-p reshape it. :class:`Step` keeps both.
+
     Parameters
     ----------
     logits : (vocab_size,) float
@@ -76,8 +79,16 @@ def sampling_distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
     (vocab_size,) float64, summing to 1
         Greedy: all probability on the argmax. Else softmax(logits / temperature) restricted to
         the top-k, then to the top-p nucleus, renormalised (tokens left out get exactly 0).
+
+    Raises
+    ------
+    ValueError
+        When a logit is not a finite number (NaN or inf): there is nothing to choose from.
     """
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
+    if not np.isfinite(z).all():
+        raise ValueError(f"{int(np.count_nonzero(~np.isfinite(z)))} of {z.size} logits are not numbers "
+                         "(NaN or inf): there is no distribution to choose the next token from")
     out = np.zeros_like(z)
     if sampling.greedy:
         out[int(np.argmax(z))] = 1.0
@@ -106,18 +117,68 @@ class Step:
     token_id : int
         The token chosen.
     prob : float
-        Its probability under the sampling distribution, in [0, 1].
+        Its probability under the sampling distribution (:func:`sampling_distribution`: after
+        temperature, top-k and top-p; 1 for greedy), in [0, 1]: the chance it had of being drawn.
     top_ids : (k,) int64
         The most likely tokens of the model's own distribution (softmax of the logits, before
         temperature, top-k and top-p): the alternatives it had.
     top_probs : (k,) float32
-        Their probabilities.
+        Their probabilities under the model's own distribution.
+    model_prob : float
+        The chosen token's probability under the model's own distribution, in [0, 1].
     """
 
     token_id: int
     prob: float
     top_ids: np.ndarray
     top_probs: np.ndarray
+    model_prob: float = float("nan")
+
+
+@torch.no_grad()
+def next_token(model: GPT, token_ids: Sequence[int], sampling: Sampling, rng: np.random.Generator,
+               alternatives: int = 5) -> Step:
+    """Choose one next token after ``token_ids`` (their last ``context_length``): one step of
+    :func:`generate`, with the caller's random generator (one uniform draw when sampling, none
+    when greedy), so that steps taken one at a time repeat ``generate``'s tokens exactly.
+
+    Parameters
+    ----------
+    model : GPT
+    token_ids : sequence of int
+        At least one id, each in [0, vocab_size).
+    sampling : Sampling
+    rng : numpy.random.Generator
+        Advanced by one draw when sampling.
+    alternatives : int
+        How many of the model's most likely tokens the Step keeps.
+
+    Raises
+    ------
+    ValueError
+        For empty ids, an id outside the vocabulary, or logits that are not numbers.
+    """
+    ids = [int(i) for i in token_ids]
+    if not ids:
+        raise ValueError("generation needs at least one token to continue from")
+    vocab = model.config.vocab_size
+    if min(ids) < 0 or max(ids) >= vocab:
+        raise ValueError(f"token ids must be in 0..{vocab - 1}")
+    device = model.tok_emb.weight.device
+    window = torch.tensor(ids[-model.config.context_length:], dtype=torch.long, device=device)
+    logits = model(window)[-1].float().cpu().numpy()  # (vocab_size,)
+    dist = sampling_distribution(logits, sampling)
+    if sampling.greedy:
+        choice = int(np.argmax(dist))
+    else:  # inverse CDF of one uniform draw: the same seed gives the same tokens
+        choice = int(np.searchsorted(np.cumsum(dist), rng.random() * dist.sum(), side="right"))
+        choice = min(choice, vocab - 1)
+        while dist[choice] == 0:  # only on float edge cases: step back to a kept token
+            choice -= 1
+    probs = np.exp(logits.astype(np.float64) - logits.max())
+    probs /= probs.sum()
+    top = np.argsort(-probs, kind="stable")[:max(0, alternatives)]
+    return Step(choice, float(dist[choice]), top.astype(np.int64), probs[top].astype(np.float32), float(probs[choice]))
 
 
 @torch.no_grad()
@@ -167,28 +228,13 @@ def generate(
     if min(ids) < 0 or max(ids) >= vocab:
         raise ValueError(f"token ids must be in 0..{vocab - 1}")
     rng = np.random.default_rng(sampling.seed)
-    device = model.tok_emb.weight.device
-    n_ctx = model.config.context_length
     steps: list[Step] = []
     for _ in range(n_new):
         if should_stop is not None and should_stop():
             break
-        window = torch.tensor(ids[-n_ctx:], dtype=torch.long, device=device)
-        logits = model(window)[-1].float().cpu().numpy()  # (vocab_size,)
-        dist = sampling_distribution(logits, sampling)
-        if sampling.greedy:
-            choice = int(np.argmax(dist))
-        else:  # inverse CDF of one uniform draw: the same seed gives the same tokens
-            choice = int(np.searchsorted(np.cumsum(dist), rng.random() * dist.sum(), side="right"))
-            choice = min(choice, vocab - 1)
-            while dist[choice] == 0:  # only on float edge cases: step back to a kept token
-                choice -= 1
-        probs = np.exp(logits - logits.max())
-        probs /= probs.sum()
-        top = np.argsort(-probs, kind="stable")[:max(0, alternatives)]
-        step = Step(choice, float(dist[choice]), top.astype(np.int64), probs[top].astype(np.float32))
+        step = next_token(model, ids, sampling, rng, alternatives)
         steps.append(step)
-        ids.append(choice)
+        ids.append(step.token_id)
         if on_step is not None:
             on_step(step)
     return steps

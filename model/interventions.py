@@ -150,3 +150,39 @@ def leave_one_out_masks(T: int, keys: Iterable[int], device=None) -> torch.Tenso
     masks = torch.ones(len(keys), T, T, dtype=torch.bool, device=device)
     masks[torch.arange(len(keys), device=device), :, keys] = eye[:, keys].t()  # column keys[b] of row b: only query keys[b]
     return masks
+
+
+class WithInterventions:
+    """A model seen through ``interventions``: every ``trace`` and forward call that passes no
+    ``interventions`` of its own gets these; every other attribute is the model's own.
+
+    The explorer's session hands this to panels' jobs while heads are switched off, so that what a
+    panel computes (the positional panel's traces, generation) is the model the user is looking
+    at. A call that passes its own interventions (what-ifs and leave-one-out, which start from a
+    trace's) is passed through unchanged.
+
+    Parameters
+    ----------
+    model : GPT
+    interventions : Interventions
+    """
+
+    def __init__(self, model, interventions: Interventions) -> None:
+        self.model = model
+        self.interventions = interventions
+
+    def trace(self, token_ids, *args, interventions: Interventions | None = None, **kwargs):
+        """``model.trace`` with these interventions unless others are given."""
+        return self.model.trace(token_ids, *args, interventions=self._pick(interventions), **kwargs)
+
+    def __call__(self, *args, interventions: Interventions | None = None, **kwargs):
+        """The model's forward with these interventions unless others are given."""
+        return self.model(*args, interventions=self._pick(interventions), **kwargs)
+
+    forward = __call__
+
+    def _pick(self, given: Interventions | None) -> Interventions:
+        return self.interventions if given is None else given
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)

@@ -4,7 +4,9 @@ CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``), or
 model on the Hugging Face Hub (:mod:`model.formats.hub`). Prints the tokens
 (their readable text), the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
-``--explain`` adds why the model predicts what it does (:mod:`model.explain`).
+``--explain`` adds why the model predicts what it does (:mod:`model.explain`); ``--generate N``
+continues the text by N tokens (:mod:`model.generate`: greedy, or sampled with ``--temperature``,
+``--top-k``, ``--top-p`` and ``--seed``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ids", help="comma-separated token ids instead of text, e.g. 3,17,5")
     p.add_argument("--no-pe", action="store_true", help="switch positional encoding off (x_i = e_i)")
     p.add_argument("--bidirectional", action="store_true", help="switch the causal mask off")
-    p.add_argument("--top-k", type=int, default=5, help="how many next tokens to list (default 5)")
+    p.add_argument("--top-k", type=int, help="how many next tokens to list (default 5); with --generate and "
+                   "--temperature above 0 it also keeps only the k most likely tokens when sampling")
     p.add_argument("--n-heads", type=int, help="heads per block, for files that cannot tell")
     p.add_argument("--vocab", help="the vocabulary, where it is not beside the checkpoint (a meta.pkl, "
                    "a word-vocabulary JSON, a tokenizer.json, a llama2.c tokenizer.bin, or a folder with GPT-2's files)")
@@ -68,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", help="with --explain or --over-training: the token to follow, as the tokenizer "
                    "writes it or #ID (default: --explain the top-1; --over-training the next token)")
     p.add_argument("--head", type=int, default=0, help="with --explain: the layer-0 head whose scores are split (0)")
+    p.add_argument("--generate", type=int, metavar="N", help="continue the text by N tokens: greedy (the most "
+                   "likely each time), or sampled with --temperature above 0; the output adds them ('generated')")
+    p.add_argument("--temperature", type=float, default=0.0, help="with --generate: 0 greedy (default), else "
+                   "sample from softmax(logits / T)")
+    p.add_argument("--top-p", type=float, help="with --generate and a temperature: sample only from the smallest "
+                   "set of most likely tokens whose probability reaches P (nucleus sampling)")
+    p.add_argument("--seed", type=int, help="with --generate and a temperature: the seed of the draws (default 0); "
+                   "the same seed gives the same text")
     args = p.parse_intermixed_args(argv)  # the text may come after the options too
     if args.over_training:
         from model.trace_over_training import run
@@ -76,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.ids is not None and args.text:
             raise ValueError("give the text or --ids, not both")
+        sampling = _sampling(args)
+        if args.top_k is None:
+            args.top_k = 5
         if args.top_k < 0:  # it listed "top 0 next tokens" without a word
             raise ValueError(f"--top-k must be 0 or more, got {args.top_k}")
         ckpt = load_any(args.checkpoint, n_heads=args.n_heads, vocab_path=args.vocab,
@@ -89,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             ids = tokenizer.encode(args.text).ids
         tr = ckpt.model.trace(ids, positional_encoding=not args.no_pe, causal=not args.bidirectional)
         ex = _explain(args, ckpt, tr)
+        gen = _generate(args, ckpt, ids, sampling)
     except NeedsInput as exc:
         hint = "run again with --n-heads N" if exc.kind == "n_heads" else "give --vocab PATH, or use --ids"
         print(f"error: {exc}\n({hint})", file=sys.stderr)
@@ -106,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     code = EXIT_NONFINITE if bad is not None else 0
     try:
         if args.json:
-            _print_json(tr, tokens, _top_k(tr, args.top_k, name), ex, name)
+            _print_json(tr, tokens, _top_k(tr, args.top_k, name), ex, name, gen)
         else:
-            _print_text(tr, tokens, _top_k(tr, args.top_k, name), ex, name)
+            _print_text(tr, tokens, _top_k(tr, args.top_k, name), ex, name, gen)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
         # Point stdout at /dev/null so that the interpreter's own flush at exit cannot fail again.
@@ -132,7 +147,7 @@ def _finite_or_none(a: np.ndarray) -> list:
     return a.tolist() if np.isfinite(a).all() else np.where(np.isfinite(a), a, None).tolist()
 
 
-def _print_json(tr: Trace, tokens, top, ex, name) -> None:
+def _print_json(tr: Trace, tokens, top, ex, name, gen=None) -> None:
     out = {
         "tokens": tokens,
         "token_ids": [int(i) for i in tr.token_ids],
@@ -144,11 +159,13 @@ def _print_json(tr: Trace, tokens, top, ex, name) -> None:
         from model.explain.report import explanation_json
 
         out["explain"] = explanation_json(*ex, name)
+    if gen is not None:
+        out["generated"] = gen
     json.dump(out, sys.stdout, allow_nan=False)  # standard JSON: no NaN or Infinity literals
     print()
 
 
-def _print_text(tr: Trace, tokens, top, ex, name) -> None:
+def _print_text(tr: Trace, tokens, top, ex, name, gen=None) -> None:
     print(f"tokens ({tr.n_tokens}" + (f", {tr.dropped} dropped" if tr.dropped else "") + "):")
     print("  " + " ".join(f"[{i}]{_printable(t)}" for i, t in enumerate(tokens)))
     for li, layer in enumerate(tr.blocks):
@@ -163,6 +180,11 @@ def _print_text(tr: Trace, tokens, top, ex, name) -> None:
         from model.explain.report import format_explanation
 
         print(format_explanation(*ex, tokens, name))
+    if gen is not None:
+        print(f"generated ({len(gen['ids'])} tokens, {gen['how']}):")
+        print("  " + " ".join(f"[{t}]{_printable(tok)}" for t, tok in zip(gen["ids"], gen["tokens"])))
+        if gen["text"] is not None:
+            print(f"  text: {_printable(gen['text'])}")
 
 
 def _explain(args, ckpt, tr):
@@ -177,6 +199,47 @@ def _explain(args, ckpt, tr):
     target = None if args.target is None else resolve_target(args.target, ckpt.tokenizer, ckpt.model.config.vocab_size)
     ex = explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k)
     return ex, standard_what_ifs(ckpt.model, tr, ex.position, ex.target_id, top_k=args.top_k)
+
+
+def _sampling(args):
+    """The Sampling that ``--generate`` asks for, or None; ValueError on options that do not fit."""
+    sampling_options = args.top_p is not None or args.seed is not None or args.temperature != 0
+    if args.generate is None:
+        if sampling_options:
+            raise ValueError("--temperature, --top-p and --seed go with --generate")
+        return None
+    if args.generate < 0:
+        raise ValueError(f"--generate takes how many tokens to add (0 or more), got {args.generate}")
+    if args.temperature == 0 and (args.top_p is not None or args.seed is not None):
+        raise ValueError("--top-p and --seed are for sampling: give --temperature above 0 (0 is greedy)")
+    from model.generate import Sampling
+
+    top_k = args.top_k if args.temperature > 0 else None
+    return Sampling(args.temperature, top_k or None, args.top_p, 0 if args.seed is None else args.seed)
+
+
+def _generate(args, ckpt, ids, sampling) -> dict | None:
+    """``generated``: the ids, their names, the decoded text and the probabilities, or None."""
+    if sampling is None:
+        return None
+    from model.generate import generate
+
+    steps = generate(ckpt.model, ids, args.generate, sampling)
+    new = [s.token_id for s in steps]
+    tok = ckpt.tokenizer
+    how = "greedy" if sampling.greedy else (
+        f"sampled at temperature {sampling.temperature:g}" + (f", top-k {sampling.top_k}" if sampling.top_k else "")
+        + (f", top-p {sampling.top_p:g}" if sampling.top_p is not None else "") + f", seed {sampling.seed}")
+    return {
+        "ids": new,
+        "tokens": tok.display_sequence(new) if tok is not None else [f"#{i}" for i in new],
+        "text": tok.decode(new) if tok is not None else None,
+        "prob": [s.prob for s in steps],  # under the sampling distribution (1 for greedy)
+        "model_prob": [s.model_prob for s in steps],  # under the model's own softmax
+        "how": how,
+        "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+                     "seed": sampling.seed},
+    }
 
 
 if __name__ == "__main__":

@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = build_parser().parse_args(argv)
             check_args(args)
+            for path in [*args.corpus, args.val]:  # an empty or missing text, before the long reading
+                data.check_text_file(path)
             ranks = distributed.start(args.device)
             run = prepare(args, command, ranks)
         except (ValueError, CheckpointError) as exc:  # TrainError, CorpusError, a bad tokenizer

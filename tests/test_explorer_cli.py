@@ -57,12 +57,24 @@ def test_screenshot_of_one_panel(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--screenshot", "x.png", "--panel", "nope"], "unknown panel 'nope'"),
     (["--screenshot", "x.png", "--size", "big"], "--size takes WIDTHxHEIGHT"),
+    (["--screenshot", "x.png", "--generate", "3", "--fork", "4"], "--fork K goes with --generate N"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, message):
     r = run_app(*args)
     assert r.returncode == 2
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("transformer-explorer: error:")
+
+
+def test_a_dark_screenshot_of_a_generated_forked_story(tmp_path, tiny_file):
+    out = tmp_path / "story.png"
+    r = run_app(str(tiny_file), "--text", "the cat", "--screenshot", str(out), "--size", "900x600", "--dark",
+                "--generate", "4", "--fork", "2")
+    assert r.returncode == 0, r.stderr
+    image = QImage(str(out))
+    lightness = sorted(image.pixelColor(x, y).lightness() for x in range(0, 900, 9) for y in range(0, 600, 9))
+    assert lightness[len(lightness) // 2] < 90  # a dark window, not a light one
+    assert distinct_colours(image) > 50
 
 
 def test_screenshot_of_a_bad_checkpoint_fails_with_the_message(tmp_path):

@@ -38,6 +38,7 @@ def window(shared_window, tiny_checkpoint, dialogs):
     w.session.set_causal(True)
     w.session.set_text("")
     w.set_checkpoint(tiny_checkpoint)
+    show_panel(w, "attention")  # in front of its tab group, as in the default layout
     return w
 
 
@@ -77,12 +78,12 @@ def test_typing_updates_every_panel_with_the_trace(qtbot, window, tiny_checkpoin
     # typed key by key: each trace reused the rows of the one before (equal up to float rounding)
     np.testing.assert_allclose(s.trace.logits, expected.logits, rtol=0, atol=1e-5)
     labels = axis_labels(s.tokens)
-    emb = window.panels["embeddings"].heatmaps
+    emb = show_panel(window, "embeddings").heatmaps
     for key, arr in (("e", expected.tok), ("p", expected.pos), ("x", expected.x)):
         assert close(emb[key].image.image, arr) and emb[key].row_labels == labels
     qkv = show_panel(window, "qkv").heatmaps
     assert close(qkv["q"].image.image, expected.blocks[0].q[0]) and qkv["v"].row_labels == labels
-    att = window.panels["attention"]
+    att = show_panel(window, "attention")
     assert close(att.weights.image.image, expected.blocks[0].attn_weights[0])
     scores = expected.blocks[0].attn_scores[0].copy()
     scores[~np.isfinite(scores)] = np.nan
@@ -102,8 +103,9 @@ def test_layer_head_selectors_and_all_heads_grid(qtbot, window):
     att.layer_box.setValue(1)
     att.head_box.setValue(1)
     assert (s.layer, s.head) == (1, 1)
-    assert close(att.weights.image.image, s.trace.blocks[1].attn_weights[1])
     assert close(window.panels["qkv"].heatmaps["k"].image.image, s.trace.blocks[1].k[1])
+    show_panel(window, "attention")  # tabbed with Q/K/V: it catches up when shown
+    assert close(att.weights.image.image, s.trace.blocks[1].attn_weights[1])
     s.set_layer(0)
     assert att.layer_box.value() == 0
     att.all_heads.setChecked(True)
@@ -286,7 +288,7 @@ def test_positional_encoding_and_causal_options(qtbot, window):
     assert not s.positional_encoding and not s.trace.positional_encoding
     assert not show_panel(window, "embeddings").heatmaps["p"].image.image.any()
     tokens.causal_box.setChecked(False)
-    assert not np.isnan(window.panels["attention"].scores.image.image).any()
+    assert not np.isnan(show_panel(window, "attention").scores.image.image).any()
     s.set_causal(True)
     assert tokens.causal_box.isChecked()
 
@@ -365,23 +367,37 @@ def test_all_heads_grid_outlines_the_selected_head_at_once(qtbot, window):
 
 
 @pytest.mark.parametrize("level", [0.00123, 12345.5])
-def test_colour_bar_axis_fits_its_labels(qtbot, level):
-    from PySide6.QtGui import QFontMetrics
+def test_colour_bar_labels_fit_and_say_the_values_themselves(qtbot, level):
+    """The colour bar lies under the map: its labels never overlap, stay inside the widget, and are
+    the values themselves (no "x0.001" scale), for tiny and large levels alike."""
+    from PySide6.QtGui import QImage, QPainter
 
-    from explorer.qt.heatmap import BAR_AXIS_PX, Heatmap
+    from explorer.qt.heatmap import Heatmap
 
-    hm = Heatmap("tiny values")
+    hm = Heatmap("tiny values", bar_title="value of x")
     qtbot.addWidget(hm)
     hm.resize(300, 500)
     hm.show()
     hm.set_data(np.linspace(-level, level, 16).reshape(4, 4), (-level, level), None, None)
     QApplication.processEvents()
     axis = hm.bar.axis
-    length = hm.bar.getViewBox().height()
-    labels = [t for sp, vals in axis.tickValues(-level, level, length) for t in axis.tickStrings(vals, axis.scale, sp)]
-    widest = max(QFontMetrics(hm.font()).horizontalAdvance(t) for t in labels)
-    assert widest > BAR_AXIS_PX - 10  # pyqtgraph's fixed 45 px would clip these ("-0.0010", "-10000")
-    assert axis.width() >= widest + 5
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _, _, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    rects = sorted((rect for rect, _, _ in texts), key=lambda r: r.left())
+    assert len(rects) >= 3
+    assert all(a.right() <= b.left() for a, b in zip(rects, rects[1:]))  # no two labels overlap
+    width = hm.graphics.width()
+    for rect in rects:
+        scene = axis.mapRectToScene(rect)
+        assert hm.graphics.mapFromScene(scene.topLeft()).x() >= 0
+        assert hm.graphics.mapFromScene(scene.topRight()).x() <= width
+    values = [float(t.replace("−", "-")) for _, _, t in texts]
+    assert max(abs(v) for v in values) <= level * 1.0001 and max(abs(v) for v in values) >= level / 3
+    assert axis.labelText == "value of x" and "x0.001" not in axis.labelString()
 
 
 def test_chips_are_laid_out_again_when_their_text_changes(qtbot, window):

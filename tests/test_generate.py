@@ -78,3 +78,37 @@ def test_bad_input_is_refused(model):
         generate(model, [], 3)
     with pytest.raises(ValueError, match="0..30"):
         generate(model, [99], 3)
+
+
+def test_steps_one_at_a_time_repeat_generate_exactly(model):
+    from model.generate import next_token
+
+    sampling = Sampling(temperature=1.2, top_k=8, top_p=0.95, seed=11)
+    whole = generate(model, [4, 2], 10, sampling)
+    rng, ids, steps = np.random.default_rng(11), [4, 2], []
+    for _ in range(10):
+        steps.append(next_token(model, ids, sampling, rng))
+        ids.append(steps[-1].token_id)
+    assert [s.token_id for s in steps] == [s.token_id for s in whole]
+    assert [s.prob for s in steps] == [s.prob for s in whole]
+
+
+def test_a_step_keeps_the_sampling_and_the_model_probability_apart(model):
+    """prob is the chance under the sampling distribution; model_prob and top_probs the model's softmax."""
+    ids = [3, 1, 4]
+    probs = model.trace(ids).probs[-1]
+    greedy = generate(model, ids, 1)[0]
+    assert greedy.prob == 1.0 and greedy.model_prob == pytest.approx(float(probs.max()), rel=1e-5)
+    assert greedy.model_prob < 0.99  # the model itself was not sure: the two must not be confused
+    np.testing.assert_allclose(greedy.top_probs, np.sort(probs)[::-1][:5], rtol=1e-5)
+    hot = Sampling(temperature=3.0, top_k=3, seed=2)
+    step = generate(model, ids, 1, hot)[0]
+    dist = sampling_distribution(model.trace(ids).logits[-1], hot)
+    assert step.prob == pytest.approx(dist[step.token_id]) and np.count_nonzero(dist) == 3
+    assert step.model_prob == pytest.approx(float(probs[step.token_id]), rel=1e-5)
+    assert step.prob != pytest.approx(step.model_prob)
+
+
+def test_logits_that_are_not_numbers_give_no_distribution():
+    with pytest.raises(ValueError, match="not numbers"):
+        sampling_distribution(np.array([0.0, np.nan, 1.0]), Sampling(temperature=1.0))

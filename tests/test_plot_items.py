@@ -7,7 +7,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 import pyqtgraph as pg
-from PySide6.QtGui import QColor, QFont, QImage
+from PySide6.QtGui import QColor, QFont, QImage, QPainter
 
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap
 from explorer.qt.plot_items import LabelAxis, MatrixImage
@@ -27,13 +27,16 @@ def heatmap(qtbot):
 
 
 def _ink_columns(hm, row_fraction: float) -> np.ndarray:
-    """x positions (graphics widget px) left of the plot where the text colour darkens the white
-    background, on the horizontal line through ``row_fraction`` (in rows) of the view."""
+    """x positions (graphics widget px) between the axis title and the plot where the text colour
+    darkens the white background, on the horizontal line through ``row_fraction`` (in rows)."""
     image = hm.graphics.grab().toImage()
     y = hm.graphics.mapFromScene(hm.plot.getViewBox().mapViewToScene(QPointF(0, row_fraction))).y()
     x_plot = hm.graphics.mapFromScene(hm.plot.getViewBox().mapViewToScene(QPointF(0, 0))).x()
+    title = hm.plot.getAxis("left").label
+    x_title = hm.graphics.mapFromScene(title.sceneBoundingRect().topRight()).x() if title.isVisible() else 0
     ratio = image.devicePixelRatio()
-    dark = [x for x in range(x_plot - 2) if image.pixelColor(int(x * ratio), int(y * ratio)).lightness() < 200]
+    dark = [x for x in range(x_title + 1, x_plot - 2)
+            if image.pixelColor(int(x * ratio), int(y * ratio)).lightness() < 200]
     return np.array(dark)
 
 
@@ -162,8 +165,15 @@ def test_a_long_title_never_pushes_the_colour_bar_out_of_a_narrow_heatmap(qtbot)
     QApplication.processEvents()
     title_width = hm.plot.titleLabel.item.boundingRect().width()
     assert hm.graphics.ci.minimumWidth() < title_width  # the title does not set the plot's width
-    bar_right = hm.graphics.mapFromScene(hm.bar.axis.sceneBoundingRect().topRight()).x()
-    assert bar_right <= hm.graphics.width()  # the colour bar's labels are inside the widget
+    bar_right = hm.graphics.mapFromScene(hm.bar.getViewBox().sceneBoundingRect().topRight()).x()
+    assert bar_right <= hm.graphics.width()  # the colour bar is inside the widget
+    painter = QPainter(QImage(8, 8, QImage.Format.Format_ARGB32))
+    try:
+        texts = hm.bar.axis.generateDrawSpecs(painter)[2]
+    finally:
+        painter.end()
+    for rect, _, _ in texts:  # and so are its labels
+        assert hm.graphics.mapFromScene(hm.bar.axis.mapRectToScene(rect).topRight()).x() <= hm.graphics.width()
 
 
 def test_an_array_changed_in_place_and_given_again_is_drawn_again(heatmap):

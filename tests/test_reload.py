@@ -38,8 +38,10 @@ def test_reload_clamps_what_the_new_file_no_longer_has(qtbot, tmp_path, tiny_tok
     s.set_layer(1), s.set_head(1), s.set_position(5)
     _save(path, tiny_tokenizer, n_layers=1, n_heads=2, context_length=4)  # the file changed on disk
     window.reload()
-    assert (s.layer, s.head, s.position) == (0, 1, None)  # layer 1 and position 5 are gone
+    assert (s.layer, s.head) == (0, 1)  # layer 1 is gone
     assert s.trace.n_tokens == 4
+    # Row 5 is gone, but the pinned token ("mat", the last) is still in the window: the pin stays on it.
+    assert s.position == 3 and s.tokens[3] == "mat"
 
 
 def test_all_heads_is_off_and_grey_for_a_one_head_model_and_comes_back(qtbot, tmp_path, tiny_tokenizer, dialogs):

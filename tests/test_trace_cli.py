@@ -85,3 +85,39 @@ def test_errors_are_one_line_with_exit_code_2(ckpt_path, tmp_path, args, message
     res = subprocess.run([sys.executable, "-m", "model.trace", *argv], capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and message in res.stderr
+
+
+def test_generate_greedy_equals_repeated_argmax_of_the_traces_last_logits(ckpt_path, capsys):
+    assert main([str(ckpt_path), "once upon a", "--generate", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ckpt = load_checkpoint(ckpt_path)
+    ids = list(ckpt.tokenizer.encode("once upon a").ids)
+    for _ in range(8):  # longer than the context (6): the window slides, as in the trace
+        ids.append(int(np.argmax(ckpt.model.trace(ids).logits[-1])))
+    gen = out["generated"]
+    assert gen["ids"] == ids[3:] and gen["prob"] == [1.0] * 8
+    assert gen["tokens"] == [ckpt.tokenizer.display(i) for i in ids[3:]] and gen["how"] == "greedy"
+    assert gen["text"] == ckpt.tokenizer.decode(ids[3:])
+    assert out["token_ids"] == ids[:3]  # the trace is still the input text's
+
+
+def test_generate_with_a_seed_repeats_and_another_seed_differs(ckpt_path, capsys):
+    runs = []
+    for seed in ("5", "5", "6"):
+        assert main([str(ckpt_path), "once upon a", "--generate", "12", "--temperature", "2", "--top-p", "0.95",
+                     "--top-k", "20", "--seed", seed, "--json"]) == 0
+        runs.append(json.loads(capsys.readouterr().out)["generated"])
+    assert runs[0]["ids"] == runs[1]["ids"] != runs[2]["ids"]
+    assert runs[0]["sampling"] == {"temperature": 2.0, "top_k": 20, "top_p": 0.95, "seed": 5}
+    assert len(runs[0]["ids"]) == 12 and all(0 < p <= 1 for p in runs[0]["prob"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seed", "3"], "go with --generate"),
+    (["--generate", "3", "--top-p", "0.9"], "give --temperature above 0"),
+    (["--generate", "-1"], "0 or more"),
+    (["--generate", "2", "--temperature", "1", "--top-p", "1.5"], "top_p must be in"),
+])
+def test_generate_options_that_do_not_fit_are_refused(ckpt_path, capsys, argv, message):
+    assert main([str(ckpt_path), "once upon a"] + argv) == 2
+    assert message in capsys.readouterr().err

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from model import Checkpoint, GPT, GPTConfig
+from model import GPT, Checkpoint, GPTConfig
 from model.checkpoint import load_any
 from model.tokenizer import train_word_tokenizer
 

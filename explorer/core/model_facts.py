@@ -188,7 +188,8 @@ def describe_training(training: dict) -> list[Section]:
         shown |= set(PHASE_KEYS)
     for key in list(LOSS_KEYS) + [k for k in latest if k not in LOSS_KEYS]:
         if key in latest and key not in shown:
-            summary.append((_label(key), fmt_value(key, latest[key])))
+            value = _curve_ending_on_val_loss(latest) if key == "val_curve" else latest[key]
+            summary.append((_label(key), fmt_value(key, value)))
     if len(chain) == 1:
         return [("Training", summary)]
     sections = [(f"Training ({len(chain)} phases)", summary)]
@@ -196,6 +197,17 @@ def describe_training(training: dict) -> list[Section]:
         name = f"Phase {len(chain) - i}" + (" (latest)" if i == 0 else "")
         sections.append((f"{name}, {_phase_range(phase)}".rstrip(", "), _phase_rows(phase, latest, i == 0)))
     return sections
+
+
+def _curve_ending_on_val_loss(training: dict):
+    """The validation curve with its last point, when it is the final validation (same step), given
+    the final ``val_loss`` itself: the curve is stored rounded (3.1065), and rounding it again
+    showed 3.107 beside the val loss row's 3.106 for one number."""
+    curve, val, steps = training.get("val_curve"), training.get("val_loss"), training.get("steps")
+    if (isinstance(curve, list) and curve and isinstance(curve[-1], (list, tuple)) and len(curve[-1]) == 2
+            and isinstance(val, (int, float)) and curve[-1][0] == steps and abs(float(curve[-1][1]) - val) < 1e-3):
+        return curve[:-1] + [[curve[-1][0], float(val)]]
+    return curve
 
 
 def _phase_rows(phase: dict, latest: dict, is_latest: bool) -> Rows:

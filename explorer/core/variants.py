@@ -21,7 +21,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
 import torch
 
 from explorer.core.positional_sentence import fmt

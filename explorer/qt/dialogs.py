@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QMessageBox, QProgressDialog, QWidget
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin);;All files (*)"
+TEXT_FILTER = "Text (*.txt);;All files (*)"
 
 
 def error(parent: QWidget | None, title: str, text: str) -> None:
@@ -86,6 +87,12 @@ def open_file(parent: QWidget | None, title: str, directory: str = "", filter: s
     """Ask for an existing file; None when cancelled."""
     path, _ = QFileDialog.getOpenFileName(parent, title, directory, filter)
     return path or None
+
+
+def open_files(parent: QWidget | None, title: str, directory: str = "", filter: str = TEXT_FILTER) -> list[str]:
+    """Ask for one or more existing files; [] when cancelled."""
+    paths, _ = QFileDialog.getOpenFileNames(parent, title, directory, filter)
+    return list(paths)
 
 
 def save_file(parent: QWidget | None, title: str, directory: str = "", filter: str = "") -> str | None:

@@ -1,9 +1,11 @@
-"""A labelled heatmap: matrix row 0 at the top, token tick labels, colour bar, hover readout, clicks.
+"""A labelled heatmap: matrix row 0 at the top, token tick labels, axis titles, a colour bar that
+says what its numbers are, hover readout, clicks, and outlines for the pinned and hovered rows.
 
 The image item reads arrays row-major (``data[row, col]``) and the view's y axis is inverted, so
 the matrix appears as printed: ``data[0, 0]`` in the top-left corner. Every update changes the
 existing items in place; view ranges are fixed to the data (no auto-range), and the mouse zooms
-and pans them (:mod:`explorer.qt.zoom`; labels follow what is in view).
+and pans them (:mod:`explorer.qt.zoom`; labels follow what is in view). Colours of the ground,
+the labels and the titles come from the palette (:mod:`explorer.qt.theme`).
 """
 
 from __future__ import annotations
@@ -13,41 +15,34 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFontMetrics, QPen
-from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from explorer.qt import theme
 from explorer.qt.matrix_view import MatrixView
-from explorer.qt.plot_items import LabelAxis, use_shrinking_title
+from explorer.qt.plot_items import LabelAxis, RowOutline, use_shrinking_title
+from explorer.qt.ticks import TickLabels, text_width, thinned_ticks, widen_axis  # noqa: F401 (imported from here)
 from explorer.qt.zoom import ZoomPan
 
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
 MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
-NOTE_STYLE = "QLabel { color:#a00000; }"
+NOTE_STYLE = "QLabel { color:#a00000; }"  # a light theme's warning; widgets use theme.note_style()
 SEQUENTIAL = "viridis"  # for values in a natural range such as attention weights 0..1
-BAR_AXIS_PX = 45  # pyqtgraph's fixed width of a colour bar's axis, widened when labels need it
+BAR_PX = 12  # thickness of the colour bar under the map
+QUERY_TITLE = "query i (the token that looks)"
+KEY_TITLE = "key j (the token looked at)"
+TOKEN_TITLE = "token i"
+
+
+def dimension_title(name: str = "d_model") -> str:
+    """The title of a dimension axis: "dimension (d_model)"."""
+    return f"dimension ({name})"
 
 
 def colormap(name: str) -> pg.ColorMap:
     """A pyqtgraph colour map by name (the ones bundled with pyqtgraph)."""
     return pg.colormap.get(name)
-
-
-def thinned_ticks(labels: Sequence[str] | None, step: int):
-    """Tick specs for pyqtgraph's ``AxisItem.setTicks``: every ``step``-th label from the first,
-    and the last when it does not crowd the one before.
-
-    Cell i spans [i, i + 1], so its label sits at i + 0.5. None (numbered axis) stays None.
-    """
-    if labels is None:
-        return None
-    n, step = len(labels), max(1, step)
-    shown = list(range(0, n, step))
-    if shown and shown[-1] != n - 1:
-        if n - 1 - shown[-1] < step and len(shown) > 1:
-            shown.pop()  # too close to the last: the last (the newest token) wins; row 0 stays
-        shown.append(n - 1)
-    return [[(i + 0.5, str(labels[i])) for i in shown], []]
 
 
 def settle_view(vb: pg.ViewBox) -> None:
@@ -60,31 +55,8 @@ def settle_view(vb: pg.ViewBox) -> None:
     vb.prepareForPaint()
 
 
-def text_width(axis: pg.AxisItem, text: str, fm: QFontMetrics) -> float:
-    """Width in px of a tick label: from the label's cached layout on a :class:`LabelAxis`
-    (measuring 32 labels with QFontMetrics on every keystroke cost about 0.3 ms per axis)."""
-    return axis.label_width(text) if isinstance(axis, LabelAxis) else fm.horizontalAdvance(text)
-
-
-def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics) -> None:
-    """Give a side axis a fixed width that fits ``labels``, growing but never shrinking.
-
-    pyqtgraph sizes an axis to its widest label by default, so a label that changes width on a
-    keystroke (a word typed letter by letter) re-lays out the whole plot and repaints it twice;
-    a fixed width that only grows keeps the layout still (measured: paint 40 -> 18 ms at T = 1).
-    """
-    texts = list(labels) if labels else ["0000"]
-    needed = max(text_width(axis, t, fm) for t in texts) + 12
-    if needed > getattr(axis, "_fixed_width", 0):
-        axis._fixed_width = needed
-        axis.setWidth(needed)
-        plot = axis.parentItem()
-        if plot is not None and hasattr(plot, "layout"):
-            plot.layout.activate()  # lay out now: a deferred layout repaints the plot once more
-
-
-class Heatmap(QWidget):
-    """A matrix drawn as coloured cells, with axis labels and a value readout under the mouse.
+class Heatmap(TickLabels, QWidget):
+    """A matrix drawn as coloured cells, with axis labels and titles and a value readout under the mouse.
 
     Parameters
     ----------
@@ -94,27 +66,38 @@ class Heatmap(QWidget):
     col_axis : str
         ``"top"`` (keys of an attention map) or ``"bottom"`` (dimensions).
     colorbar : bool
+        A colour bar under the map, titled ``bar_title``.
     square : bool
-        Keep cells square (attention maps).
+        Keep cells square.
+    row_title, col_title, bar_title : str
+        What the rows, the columns and the colour bar's numbers are. By default an attention
+        map's (``col_axis="top"``): :data:`QUERY_TITLE`, :data:`KEY_TITLE`; else tokens and
+        dimensions; the bar "value".
     """
 
     sig_cell_clicked = Signal(int, int)
     """A cell (row, col) was clicked."""
     sig_row_clicked = Signal(int)
     """A row was clicked (e.g. a query position of an attention map)."""
+    sig_row_hovered = Signal(object)
+    """The mouse moved onto a row (int), or off the rows (None)."""
 
     def __init__(self, title: str = "", cmap: str = DIVERGING, col_axis: str = "bottom",
-                 colorbar: bool = True, square: bool = False, parent: QWidget | None = None) -> None:
+                 colorbar: bool = True, square: bool = False, parent: QWidget | None = None, *,
+                 row_title: str | None = None, col_title: str | None = None, bar_title: str = "value") -> None:
         super().__init__(parent)
         self.data = np.zeros((0, 0), dtype=np.float32)
         self.levels = (0.0, 1.0)
         self._range = (0, 0)
         self._tick_key = None
+        self._keep: tuple = ()  # rows whose labels thinning keeps (pinned, hovered)
+        self._updating = self._resized_again = False
+        self._widest_col: float | None = None
+        self._hovered_row: int | None = None
         self.row_labels: list[str] | None = []
         self.col_labels: list[str] | None = None
         self.describe: Callable[[int, int, float], str] | None = None
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
         axes = {"left": LabelAxis("left"), col_axis: LabelAxis(col_axis)}
         self.plot = self.graphics.addPlot(axisItems=axes)
         use_shrinking_title(self.plot, title)
@@ -125,21 +108,29 @@ class Heatmap(QWidget):
         self.plot.setAspectLocked(square)
         self.bar = None
         if colorbar:
-            self.bar = pg.ColorBarItem(values=self.levels, colorMap=colormap(cmap), interactive=False, width=12)
+            self.bar = pg.ColorBarItem(values=self.levels, colorMap=colormap(cmap), interactive=False, width=BAR_PX,
+                                       orientation="horizontal")
             self.bar.setImageItem(self.image, insert_in=self.plot)
+            self.plot.layout.setRowFixedHeight(4, 4)  # pyqtgraph leaves 10 px between the map's axis and the bar
+            self.bar.axis.setStyle(hideOverlappingLabels=24)  # the end labels ("0", "1.0") may reach out
+            self.bar.axis.enableAutoSIPrefix(False)  # the values themselves ("0.5"), not "500 (x0.001)"
         else:
             self.image.setColorMap(colormap(cmap))
-        self._selection = QGraphicsRectItem()
-        self._selection.setPen(QPen(Qt.GlobalColor.black, 0))
-        self._selection.setVisible(False)
-        self.plot.addItem(self._selection)
+        self._selection, self._hover = RowOutline(), RowOutline(dashed=True)  # pinned and hovered rows
+        for outline in (self._selection, self._hover):
+            outline.setVisible(False)
+            self.plot.addItem(outline)
         self.readout = QLabel(" ")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.faults: np.ndarray | None = None  # (rows, cols) True where a value is not a number
         self.note = QLabel()  # says how many cells are not numbers, while some are
-        self.note.setStyleSheet(NOTE_STYLE)
         self.note.setWordWrap(True)
         self.note.setVisible(False)
+        attention = col_axis == "top"
+        self.titles = {"row": QUERY_TITLE if attention else TOKEN_TITLE,
+                       "col": KEY_TITLE if attention else dimension_title(), "bar": bar_title}
+        self.titles.update({k: v for k, v in (("row", row_title), ("col", col_title)) if v is not None})
+        self._apply_palette()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
@@ -162,13 +153,52 @@ class Heatmap(QWidget):
         if col_axis == "top":
             p.showAxis("top")
             p.hideAxis("bottom")
-            p.getAxis("top").setHeight(QFontMetrics(self.font()).height() + 8)  # never re-laid out
         self.col_axis = p.getAxis(col_axis)
+        self.keys_are_rows = col_axis == "top"  # an attention map: key j is token j, as query j is
         for name in ("left", col_axis):
             p.getAxis(name).setStyle(tickLength=0)
         # Let the first and last column labels reach past the plot's corners (pyqtgraph hides a
         # label that sticks out, which dropped the labels of key 0 and of the newest key).
         p.getAxis(col_axis).setStyle(hideOverlappingLabels=40)
+
+    def set_titles(self, row: str | None = None, col: str | None = None, bar: str | None = None) -> None:
+        """Change what the axis titles and the colour bar's title say (None: keep)."""
+        for key, text in (("row", row), ("col", col), ("bar", bar)):
+            if text is not None:
+                self.titles[key] = text
+        self._show_titles()
+
+    def _show_titles(self) -> None:
+        ink = theme.plot_text(self)
+        left = self.plot.getAxis("left")
+        if left.labelText != self.titles["row"] or left.labelStyle.get("color") != ink.name():
+            left.set_title(self.titles["row"], ink)
+            left._fixed_width = 0  # fitted again to labels + the new title
+            widen_axis(left, self.row_labels or ["0000"], QFontMetrics(self.font()))
+        if self.col_axis.labelText != self.titles["col"] or self.col_axis.labelStyle.get("color") != ink.name():
+            self.col_axis.set_title(self.titles["col"], ink)
+            self._fit_col_axis()
+        if self.bar is not None and self.bar.axis.labelText != self.titles["bar"]:
+            self.bar.axis.setLabel(self.titles["bar"], color=ink.name())
+
+    def _apply_palette(self) -> None:
+        """Ground, labels and titles in the palette's colours (called again when it changes)."""
+        self.graphics.setBackground(theme.plot_background(self))
+        ink = theme.plot_text(self)
+        axes = [self.plot.getAxis("left"), self.col_axis] + ([self.bar.axis] if self.bar is not None else [])
+        for axis in axes:
+            axis.setTextPen(ink)
+            axis.setPen(ink)
+        if self.bar is not None:
+            self.bar.axis.setLabel(self.titles["bar"], color=ink.name())
+        self.plot.titleLabel.setText(self.plot.titleLabel.text, color=ink.name())
+        self.note.setStyleSheet(theme.note_style(self))
+        self._show_titles()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._apply_palette()
 
     def set_data(self, data: np.ndarray, levels: tuple[float, float], row_labels: Sequence[str] | None = (),
                  col_labels: Sequence[str] | None = None, blank: np.ndarray | bool | None = None,
@@ -201,13 +231,17 @@ class Heatmap(QWidget):
         self.data = data
         self.levels = levels
         self.row_labels = None if row_labels is None else list(row_labels)
-        self.col_labels = None if col_labels is None else list(col_labels)
+        col_labels = None if col_labels is None else list(col_labels)
+        if col_labels != self.col_labels:
+            self._widest_col = None
+        self.col_labels = col_labels
         if data.size == 0:
             self._tick_key = None
             self.image.clear()
             self.plot.getAxis("left").setTicks([[], []] if row_labels is not None else None)
             self.col_axis.setTicks([[], []] if col_labels is not None else None)
             self._selection.setVisible(False)
+            self._hover.setVisible(False)
             self.readout.setText(" ")
             return
         rows, cols = data.shape
@@ -237,75 +271,36 @@ class Heatmap(QWidget):
         return np.where(finite, data, np.float32(np.nan))  # an infinity is not drawn as the end colour
 
     def set_bar_levels(self, levels: tuple[float, float]) -> None:
-        """Show ``levels`` on the colour bar (and fit its axis) if they changed.
+        """Show ``levels`` on the colour bar if they changed.
 
         Panels with levels fixed per model call this when the model changes, so that the bar's
-        re-layout happens then, not on the first keystroke.
+        new labels are laid out then, not on the first keystroke.
         """
         levels = (float(levels[0]), float(levels[1]))
         if self.bar is not None and self.bar.levels() != levels:
             self.bar.setLevels(levels)
-            self._fit_bar_axis()
-
-    def _fit_bar_axis(self) -> None:
-        """Widen the colour bar's axis (grow only) so that every tick label fits.
-
-        pyqtgraph gives it a fixed 45 px, which clips or drops labels such as "-0.0025" or
-        "-10000" (small or large levels, e.g. the tensors of a model with a small d_model).
-        """
-        axis = self.bar.axis
-        lo, hi = self.levels
-        length = max(self.bar.getViewBox().height(), 100.0)
-        if getattr(self, "_bar_key", None) == (lo, hi, int(length)):
-            return  # the labels are the ones already fitted (set_data runs per keystroke)
-        self._bar_key = (lo, hi, int(length))
-        labels = [text for spacing, values in axis.tickValues(lo, hi, length)
-                  for text in axis.tickStrings(values, axis.scale, spacing)]
-        font = axis.style.get("tickFont") or self.font()
-        needed = max([QFontMetrics(font).horizontalAdvance(t) for t in labels] + [0])
-        needed += axis.style.get("tickTextOffset", [5, 2])[0] + 8
-        if needed > getattr(axis, "_fixed_width", BAR_AXIS_PX):
-            axis._fixed_width = needed
-            axis.setWidth(needed)
-
-    def _update_ticks(self, *_) -> None:
-        """Label as many rows/columns as fit without overlapping (recomputed on resize)."""
-        if self.bar is not None:
-            self._fit_bar_axis()
-        if self.data.size == 0:
-            return
-        rows, cols = self.zoom.visible_extent()  # rows and columns in view (all, unless zoomed)
-        vb = self.plot.getViewBox()
-        fm = QFontMetrics(self.font())
-        row_step = math.ceil(fm.height() / (max(vb.height(), 1.0) / rows))
-        col_step = 1
-        if self.col_labels is not None:
-            in_view = self.col_labels[self.zoom.col_slice()] or self.col_labels  # a zoomed view: those in it
-            widest = max(text_width(self.col_axis, c, fm) for c in in_view) + 6
-            col_step = math.ceil(widest / (max(vb.width(), 1.0) / cols))
-        # Each axis is touched only when its own labels change: setTicks makes pyqtgraph rebuild
-        # and repaint that axis, which costs about 1 ms for 32 labels.
-        old_rows, old_cols = self._tick_key or (None, None)
-        rows_key, cols_key = (self.row_labels, row_step), (self.col_labels, col_step)
-        if rows_key != old_rows:
-            widen_axis(self.plot.getAxis("left"), self.row_labels or [str(self.data.shape[0] - 1)], fm)
-            self.plot.getAxis("left").setTicks(thinned_ticks(self.row_labels, row_step))
-        if cols_key != old_cols:
-            self.col_axis.setTicks(thinned_ticks(self.col_labels, col_step) if self.col_labels is not None else None)
-        self._tick_key = (rows_key, cols_key)
 
     def clear(self) -> None:
         """Show nothing (no rows)."""
         self.set_data(np.zeros((0, 0), dtype=np.float32), self.levels, [], [])
 
-    def set_selected_row(self, row: int | None) -> None:
-        """Outline one row (None: no outline)."""
+    def set_selected_row(self, row: int | None, hover: int | None = None) -> None:
+        """Outline the pinned row (solid) and the hovered one (dashed); None: no outline.
+
+        A thinned axis keeps the labels of both.
+        """
         rows, cols = self.data.shape if self.data.ndim == 2 else (0, 0)
-        if row is None or not 0 <= row < rows:
-            self._selection.setVisible(False)
-            return
-        self._selection.setRect(QRectF(0, row, cols, 1))
-        self._selection.setVisible(True)
+        for outline, r in ((self._selection, row), (self._hover, None if hover == row else hover)):
+            if r is None or not 0 <= r < rows:
+                outline.setVisible(False)
+                continue
+            outline.setRect(QRectF(0, r, cols, 1))
+            outline.setVisible(True)
+        keep = tuple(r for r in (row, hover) if r is not None)
+        if keep != self._keep:
+            self._keep = keep
+            if self._tick_key is not None and (self._tick_key[0][1] > 1 or self._tick_key[1][1] > 1):
+                self._update_ticks()  # thinned: the kept labels changed
 
     def cell_at(self, scene_pos) -> tuple[int, int] | None:
         """(row, col) of the cell under a scene position, or None outside the data."""
@@ -330,6 +325,18 @@ class Heatmap(QWidget):
     def _on_scene_moved(self, pos) -> None:
         cell = self.cell_at(pos)
         self.readout.setText(self.describe_cell(*cell) if cell else " ")
+        self._set_hovered_row(cell[0] if cell else None)
+
+    def _set_hovered_row(self, row: int | None) -> None:
+        if row != self._hovered_row:
+            self._hovered_row = row
+            self.sig_row_hovered.emit(row)
+
+    def leaveEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        """The mouse left the map: no row is hovered any more."""
+        self.readout.setText(" ")
+        self._set_hovered_row(None)
+        super().leaveEvent(event)
 
     def _on_scene_clicked(self, event) -> None:
         if event.double():

@@ -7,23 +7,28 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import QApplication, QDockWidget, QFrame, QLabel, QMainWindow, QScrollArea, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QWidget
 
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
-from explorer.qt import dialogs
+from explorer.qt import dialogs, theme
 from explorer.qt.exporting import ExportMenu
 from explorer.qt.hub_opening import ask_repo
+from explorer.qt.interventions_status import InterventionsStatus
 from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
+from explorer.qt.panel_scroll import panel_scroll
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
 from explorer.qt.stored import read_bytes, read_folder, read_str_list
+from explorer.qt.train_dialog import open_train_dialog
 from model import Checkpoint
 from model.checkpoint import CheckpointError
 from model.formats.hub import is_hub_spec
 
 APP_NAME = "Transformer Explorer"
+LEFT_SHARE = 0.28  # of the window's width: the text, generation and next-token column
 MAX_RECENT = 8
 ICON = ASSETS / "icons" / "transformer-explorer.svg"
+SNAPSHOT_NOTE = "Training panel: Final model or End goes back"
 
 
 def default_settings() -> QSettings:
@@ -60,6 +65,8 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.status = QLabel()
         self.statusBar().addPermanentWidget(self.status, 1)
+        self.interventions_status = InterventionsStatus(self.session)  # heads switched off, and "Restore all"
+        self.statusBar().addPermanentWidget(self.interventions_status)
         self.session.sig_timing_changed.connect(self._update_status)
         self.session.sig_model_changed.connect(self._update_title)
         self.session.sig_job_failed.connect(lambda message: self.statusBar().showMessage(message, 10000))
@@ -73,19 +80,15 @@ class MainWindow(QMainWindow):
             panel = factory(self.session)
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock-{name}")
-            # A scroll area lets a panel with a large minimum size share a dock area with others.
-            scroll = QScrollArea()
-            scroll.setWidget(panel)
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QFrame.Shape.NoFrame)
-            dock.setWidget(scroll)
+            dock.setWidget(panel_scroll(panel))
             dock.visibilityChanged.connect(lambda visible, n=name: self._on_dock_visibility_changed(n, visible))
             self.panels[name], self.docks[name] = panel, dock
         self.default_layout()
 
     def default_layout(self) -> None:
-        """Text over next token (model tabbed) on the left; attention over embeddings (Q/K/V and
-        any further panels tabbed) on the right."""
+        """The text over next token (model tabbed) on the left; on the right, the full height for one
+        view at a time: attention in front, the embeddings, Q/K/V, the lessons and any further
+        panels tabbed with it (a lesson needs the room: 1,400 × 900 shows it without scrolling)."""
         d = self.docks
         for dock in d.values():
             dock.setFloating(False)
@@ -93,12 +96,19 @@ class MainWindow(QMainWindow):
         left_top, right_top = d.get("tokens"), d.get("attention")
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left_top)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, right_top)
-        self._stack_under(left_top, ["next-token", "model"])
-        others = [n for n in d if n not in ("tokens", "attention", "next-token", "model")]
-        self._stack_under(right_top, others)
+        above = left_top
+        for name in ("generate", "next-token"):  # the generation controls stay in view, above the bars
+            if name in d:
+                self.splitDockWidget(above, d[name], Qt.Orientation.Vertical)
+                above = d[name]
+        if "model" in d:
+            self.tabifyDockWidget(above, d["model"])
+        left = {"tokens", "generate", "next-token", "model"}
+        for name in [n for n in d if n not in left and n != "attention"]:
+            self.tabifyDockWidget(right_top, d[name])
         for dock in d.values():
             dock.show()
-        for name in ("next-token", "embeddings"):
+        for name in ("next-token", "attention"):
             if name in d:
                 d[name].raise_()
         self._sizes_pending = True
@@ -110,24 +120,17 @@ class MainWindow(QMainWindow):
         self._sizes_pending = False
         d = self.docks
         w, h = self.width(), self.height()
-        self.resizeDocks([d["tokens"], d["attention"]], [int(w * 0.36), int(w * 0.64)], Qt.Orientation.Horizontal)
-        for top, below, share in (("tokens", "next-token", 0.42), ("attention", "embeddings", 0.55)):
-            if below in d:
-                self.resizeDocks([d[top], d[below]], [int(h * share), int(h * (1 - share))], Qt.Orientation.Vertical)
+        self.resizeDocks([d["tokens"], d["attention"]], [int(w * LEFT_SHARE), int(w * (1 - LEFT_SHARE))],
+                         Qt.Orientation.Horizontal)
+        column = [d[n] for n in ("tokens", "generate", "next-token") if n in d]
+        shares = {"tokens": 0.3, "generate": 0.24, "next-token": 0.46}
+        self.resizeDocks(column, [int(h * shares[n]) for n in ("tokens", "generate", "next-token") if n in d],
+                         Qt.Orientation.Vertical)
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         super().showEvent(event)
         if self._sizes_pending:  # after the first layout pass, when the docks have real sizes
             QTimer.singleShot(0, self._apply_default_sizes)
-
-    def _stack_under(self, top: QDockWidget, names: list[str]) -> None:
-        """Put the first named dock under ``top`` and tab the rest with it."""
-        docks = [self.docks[n] for n in names if n in self.docks]
-        if not docks:
-            return
-        self.splitDockWidget(top, docks[0], Qt.Orientation.Vertical)
-        for dock in docks[1:]:
-            self.tabifyDockWidget(docks[0], dock)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -138,13 +141,22 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
         self._action(file_menu, "Save &As…", self._on_save_as_triggered, QKeySequence("Ctrl+Shift+S"))
+        file_menu.addSeparator()
+        self._action(file_menu, "Open S&napshot Folder…", self._on_open_snapshots_triggered)
+        self._action(file_menu, "&Train New Model…", lambda: open_train_dialog(self))
         self.export_menu = ExportMenu(self, file_menu.addMenu("&Export"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        if "generate" in self.panels:
+            generate_menu = self.menuBar().addMenu("&Generate")
+            self._action(generate_menu, "&Generate / Stop", self.panels["generate"].toggle, QKeySequence("Ctrl+G"))
         view_menu = self.menuBar().addMenu("&View")
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())
         view_menu.addSeparator()
+        release = self._action(view_menu, "Release the &Pinned Token", lambda: self.session.set_position(None),
+                               QKeySequence(Qt.Key.Key_Escape))
+        release.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
         self._action(view_menu, "Reset &Layout", self.default_layout)
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
@@ -260,6 +272,12 @@ class MainWindow(QMainWindow):
         if spec:
             self.open_checkpoint(spec)
 
+    def _on_open_snapshots_triggered(self) -> None:
+        """File ▸ Open Snapshot Folder: the Training panel scrubs any folder of one run's checkpoints."""
+        self.docks["training"].show()
+        self.docks["training"].raise_()
+        self.panels["training"].choose_folder()
+
     # ---- recent files --------------------------------------------------------------------------------
     def recent_files(self) -> list[str]:
         """Recently opened files and folders that still exist, and Hub models (``hf:REPO_ID``), newest
@@ -307,6 +325,9 @@ class MainWindow(QMainWindow):
     def _update_title(self) -> None:
         ckpt = self.session.checkpoint
         name = ckpt.name if ckpt is not None else "no model"
+        step = self.session.snapshot_step
+        if step is not None:  # a training snapshot of it (the Training panel)
+            name = f"{self.session.loaded_checkpoint.name} at training step {step:,} ({SNAPSHOT_NOTE})"
         self.setWindowTitle(f"{APP_NAME} — {name}" + (f" ({self.model_note})" if self.model_note else ""))
 
     def _update_status(self) -> None:
@@ -315,7 +336,8 @@ class MainWindow(QMainWindow):
             self.status.setText("no model loaded")
             return
         n = s.trace.n_tokens if s.trace is not None else 0
-        parts = [s.checkpoint.name if not self.model_note else "random model",
+        shown = s.checkpoint.name if s.snapshot_step is None else f"snapshot of step {s.snapshot_step:,} ({SNAPSHOT_NOTE})"
+        parts = [shown if not self.model_note else "random model",
                  f"{n}/{s.config.context_length} tokens",
                  f"model {s.last_model_ms:.1f} ms, drawing {s.last_draw_ms:.1f} ms"]
         bad = s.trace.nonfinite if s.trace is not None else None
@@ -326,7 +348,7 @@ class MainWindow(QMainWindow):
         elif self.model_note:
             parts.append(self.model_note)
         self.status.setText("  ·  ".join(parts))
-        self.status.setStyleSheet("QLabel { color:#a00000; }" if bad is not None or s.error else "")
+        self.status.setStyleSheet(theme.note_style(self) if bad is not None or s.error else "")
 
     def current_panel(self) -> str:
         """Name of the panel the user last worked in (for Export ▸ Panel)."""

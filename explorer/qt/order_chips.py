@@ -23,8 +23,8 @@ class OrderChips(QListWidget):
         self.setDefaultDropAction(Qt.DropAction.MoveAction)
         self.setFixedHeight(44)
         self.setSpacing(2)
-        self.setStyleSheet("QListWidget::item { background:#e8f0fb; border:1px solid #8fa8c8; "
-                           "border-radius:4px; padding:2px 5px; }")
+        self.setStyleSheet("QListWidget::item { background:#e8f0fb; color:#000000; border:1px solid #8fa8c8; "
+                           "border-radius:4px; padding:2px 5px; }")  # the chip's own ink: readable in a dark theme
         self.setToolTip("Drag the chips into any order")
         self.model().rowsMoved.connect(lambda *_: self.sig_order_changed.emit(self.order()))
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QFont, QFontMetricsF, QImage, QPainter, QStaticText
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen, QStaticText
 
 MAX_CACHED = 4096  # label layouts kept per axis (a new vocabulary's words replace old ones)
+TITLE_SHARE = 0.8  # pyqtgraph reserves this share of an axis title's height (its bounding rect overestimates)
 
 
 class LabelAxis(pg.AxisItem):
@@ -35,7 +36,9 @@ class LabelAxis(pg.AxisItem):
     first tick level given to ``setTicks`` is drawn (the tick lists this app makes have one
     level); ``setTicks(None)`` returns the axis to pyqtgraph's numbered ticks and painting.
     A label is drawn only when it fits inside the axis's bounding rectangle, as pyqtgraph does
-    (``hideOverlappingLabels`` sets how far past the plot's corners that reaches).
+    (``hideOverlappingLabels`` sets how far past the plot's corners that reaches). A top or bottom
+    axis can draw its labels turned (:meth:`set_vertical`, reading upwards), so that narrow
+    columns still get every label; :meth:`set_title` names the axis.
     """
 
     def __init__(self, orientation: str, **kwargs) -> None:
@@ -43,6 +46,34 @@ class LabelAxis(pg.AxisItem):
         self._static: dict[str, QStaticText] = {}
         self._static_font: QFont | None = None
         self._widths: dict[str, float] = {}  # label_width's answers (asked for every label per keystroke)
+        self.vertical = False  # labels of a top/bottom axis turned to read upwards
+
+    def set_vertical(self, on: bool) -> None:
+        """Turn a top or bottom axis's labels to read upwards (True) or lay them flat (False)."""
+        on = bool(on) and self.orientation in ("top", "bottom")
+        if on != self.vertical:
+            self.vertical = on
+            self.update()
+
+    def set_title(self, text: str, colour: QColor | None = None) -> None:
+        """Name the axis (pyqtgraph's axis label), in ``colour`` when given; "" hides the title."""
+        if colour is not None:
+            self.labelStyle = {"color": QColor(colour).name()}
+        # Token and dimension axes never need an SI prefix; with one enabled, pyqtgraph lays the
+        # title's rich text out again on every range change (ten times a keystroke).
+        self.enableAutoSIPrefix(False)
+        self.setLabel(text or None)
+
+    def title_space(self) -> float:
+        """The px the title takes across the axis (0 without one): add it to a fixed width/height."""
+        return self.label.boundingRect().height() * TITLE_SHARE if self.label.isVisible() else 0.0
+
+    def line_height(self) -> float:
+        """Height in px of one line of label text (the pitch turned labels need)."""
+        font = self.style["tickFont"] or QFont()
+        if getattr(self, "_line_font", None) != font:
+            self._line_font, self._line_height = QFont(font), QFontMetricsF(font).height()
+        return self._line_height
 
     def setTickFont(self, font) -> None:  # noqa: N802 (pyqtgraph API)
         super().setTickFont(font)
@@ -99,13 +130,20 @@ class LabelAxis(pg.AxisItem):
         if labels:
             p.setFont(font)
             p.setPen(self.textPen())
+            if self.vertical:  # turned a quarter left: screen point (x, y) is (-y, x) after rotate(-90)
+                p.save()
+                p.rotate(-90)
+                for corner, st in labels:
+                    p.drawStaticText(QPointF(-corner.y(), corner.x()), st)
+                p.restore()
+                return
             for corner, st in labels:
                 p.drawStaticText(corner, st)
 
     def _placed(self, bounds: QRectF, font: QFont) -> tuple[list, list]:
         """Tick lines and (top-left corner, static text) of the labels that fit, computed when
         the ticks, the axis's size, its range or its style changed, and otherwise reused."""
-        key = (bounds.getRect(), tuple(self.range), font.key(), self.style["tickLength"],
+        key = (bounds.getRect(), tuple(self.range), font.key(), self.style["tickLength"], self.vertical,
                tuple(self.style["tickTextOffset"]), self.style["showValues"], self.style["hideOverlappingLabels"])
         cached = getattr(self, "_placed_cache", None)
         if cached is not None and cached[0] is self._tickLevels and cached[1] == key:
@@ -114,17 +152,18 @@ class LabelAxis(pg.AxisItem):
         given = self._tickLevels[0] if self._tickLevels else []
         texts = [self.static_text(str(text), font) for _, text in given] if self.style["showValues"] else []
         if texts:  # let an axis without a fixed size grow to its labels, as pyqtgraph's does
-            side = self.orientation in ("left", "right")
-            self._updateMaxTextSize(max(st.size().width() if side else 0.8 * st.size().height() for st in texts))
+            across = self.orientation in ("left", "right") or self.vertical
+            self._updateMaxTextSize(max(st.size().width() if across else 0.8 * st.size().height() for st in texts))
         clip = self.boundingRect()
         for i, (value, _) in enumerate(given):
             x = self.value_to_pixel(value, bounds)
             if self.style["tickLength"] != 0:
                 ticks.append(self._tick_line(bounds, x))
             if texts:
-                rect = self._label_rect(bounds, x, texts[i].size().width(), texts[i].size().height())
-                if clip.contains(rect):
-                    labels.append((rect.topLeft(), texts[i]))
+                w, h = texts[i].size().width(), texts[i].size().height()
+                rect = self._label_rect(bounds, x, h, w) if self.vertical else self._label_rect(bounds, x, w, h)
+                if clip.contains(rect):  # a turned label is drawn from its bottom-left corner upwards
+                    labels.append((rect.bottomLeft() if self.vertical else rect.topLeft(), texts[i]))
         self._placed_cache = (self._tickLevels, key, (ticks, labels))
         return ticks, labels
 
@@ -258,3 +297,51 @@ class MatrixImage(pg.ImageItem):
             self._argb_table_cache = (a << 24) | (r << 16) | (g << 8) | b
             self._lut_key = key
         return self._argb_table_cache
+
+
+class RowOutline(pg.GraphicsObject):
+    """An outline around a rectangle of cells that shows on any colour: a light halo under a dark
+    line, both a fixed number of screen pixels wide; ``dashed`` for a row that is only hovered.
+
+    Its bounding rectangle reaches a few pixels past the cells (computed from the view's scale),
+    so that moving it never leaves a trace of the halo behind.
+    """
+
+    HALO_PX, LINE_PX = 4.0, 2.0
+
+    def __init__(self, dashed: bool = False) -> None:
+        super().__init__()
+        self._rect = QRectF()
+        self.dashed = dashed
+        self.setZValue(10)
+
+    def rect(self) -> QRectF:
+        """The outlined cells, in data coordinates."""
+        return QRectF(self._rect)
+
+    def setRect(self, rect: QRectF) -> None:  # noqa: N802 (QGraphicsRectItem's name)
+        """Outline ``rect`` (data coordinates)."""
+        self.prepareGeometryChange()
+        self._rect = QRectF(rect)
+        self.update()
+
+    def viewTransformChanged(self) -> None:  # noqa: N802 (pyqtgraph API)
+        self.prepareGeometryChange()  # the margin in data units follows the zoom
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt API)
+        mx, my = (self.HALO_PX + 1) * (self.pixelWidth() or 0.0), (self.HALO_PX + 1) * (self.pixelHeight() or 0.0)
+        return self._rect.adjusted(-mx, -my, mx, my)
+
+    def paint(self, p: QPainter, *_args) -> None:  # noqa: D102 (Qt API)
+        if self._rect.isEmpty():
+            return
+        halo, line = QPen(QColor(255, 255, 255), self.HALO_PX), QPen(QColor(0, 0, 0), self.LINE_PX)
+        halo.setCosmetic(True)
+        line.setCosmetic(True)
+        if self.dashed:
+            line.setStyle(Qt.PenStyle.DashLine)
+            halo.setWidthF(self.HALO_PX - 1)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        for pen in (halo, line):
+            p.setPen(pen)
+            p.drawRect(self._rect)

@@ -18,6 +18,7 @@ the status bar (:attr:`Session.sig_job_failed`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -29,6 +30,7 @@ from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.trace_chain import TraceChain
 from explorer.qt.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
+from model.interventions import Interventions, WithInterventions
 
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
 ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
@@ -46,6 +48,7 @@ class _Request:
     encoding: Encoding
     positional_encoding: bool
     causal: bool
+    interventions: Interventions
 
 
 def _trace(request: _Request, chain: TraceChain) -> tuple[Trace, int]:
@@ -55,9 +58,15 @@ def _trace(request: _Request, chain: TraceChain) -> tuple[Trace, int]:
         request.encoding.ids,  # a tuple: trace() crops it before making an array
         positional_encoding=request.positional_encoding,
         causal=request.causal,
+        interventions=request.interventions,
     )
     trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached; new rows only)
     return trace, serial
+
+
+def _same_vocabulary(a, b) -> bool:
+    """Whether two tokenizers (or None) encode alike: one object, or the same serialized vocabulary."""
+    return a is b or (a is not None and b is not None and a.to_json() == b.to_json())
 
 
 class Session(QObject):
@@ -85,6 +94,8 @@ class Session(QObject):
     """A panel's job raised: who asked and the error, for the status bar."""
     sig_open_requested = Signal(str)
     """A panel asked to open a checkpoint file (the main window opens it, with its one open path)."""
+    sig_interventions_changed = Signal()
+    """The interventions (heads switched off) changed; the trace for them follows."""
 
     def __init__(self, compute_mode: str = "auto", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -92,6 +103,8 @@ class Session(QObject):
             raise ValueError(f"compute_mode must be auto, sync or async, got {compute_mode!r}")
         self.compute_mode = compute_mode
         self._checkpoint: Checkpoint | None = None
+        self._loaded: Checkpoint | None = None  # what set_checkpoint made current (show_snapshot swaps others in)
+        self._snapshot_step: int | None = None
         self._text = ""
         self._encoding = _EMPTY
         self._trace: Trace | None = None
@@ -100,8 +113,10 @@ class Session(QObject):
         self._ms_per_token = 0.0  # of the newest trace computed whole (judges GUI thread or worker)
         self._tokens: list[str] = []
         self._layer = self._head = 0
-        self._position: int | None = None
+        self._pin: int | None = None  # the pinned token, as an index into the whole text's encoding
+        self._hover: int | None = None  # the trace row under the mouse (shown, not pinned)
         self._pe = self._causal = True
+        self._interventions = Interventions()
         self._gen = 0
         self._requests = Requests()  # the newest job of each panel
         self._slow = False
@@ -117,7 +132,12 @@ class Session(QObject):
         self.worker = Worker(self)
 
     # ---- read-only state -------------------------------------------------------------------
-    checkpoint = property(lambda self: self._checkpoint, doc="The loaded model.Checkpoint, or None.")
+    checkpoint = property(lambda self: self._checkpoint,
+                          doc="The model.Checkpoint shown (the loaded one, or a snapshot of it), or None.")
+    loaded_checkpoint = property(lambda self: self._loaded,
+                                 doc="The checkpoint set_checkpoint made current (also while a snapshot is shown).")
+    snapshot_step = property(lambda self: self._snapshot_step,
+                             doc="Training step of the snapshot shown (show_snapshot), or None for the loaded model.")
     model = property(lambda self: self._checkpoint.model if self._checkpoint else None, doc="The GPT, or None.")
     tokenizer = property(lambda self: self._checkpoint.tokenizer if self._checkpoint else None,
                          doc="The Tokenizer, or None (also None for a model without a vocabulary).")
@@ -129,9 +149,12 @@ class Session(QObject):
                       doc="Token strings of the trace rows (after cropping); byte-level BPE names as their text.")
     layer = property(lambda self: self._layer, doc="Selected layer, in [0, n_layers).")
     head = property(lambda self: self._head, doc="Selected head, in [0, n_heads).")
-    position = property(lambda self: self._position, doc="Selected query row, or None for the last row.")
+    hover = property(lambda self: self._hover, doc="The trace row under the mouse (shown without pinning), or None.")
     positional_encoding = property(lambda self: self._pe, doc="Whether x_i = e_i + p_i (True) or e_i.")
     causal = property(lambda self: self._causal, doc="Whether the causal mask is applied.")
+    interventions = property(lambda self: self._interventions,
+                             doc="model.interventions.Interventions every trace and job runs with (heads "
+                                 "switched off); Interventions() for the plain model.")
     busy = property(lambda self: self.worker.busy,
                     doc="True while the worker thread runs a trace or a job (until its result is handed over).")
 
@@ -140,12 +163,28 @@ class Session(QObject):
         """True when edits are traced on the worker thread (``async`` mode, or a slow model in ``auto``)."""
         return self.compute_mode == "async" or (self.compute_mode == "auto" and self._slow)
 
+    @property
+    def position(self) -> int | None:
+        """The pinned (selected) query row, or None: nothing pinned, the panels show the last row.
+
+        The pin holds a token, not a row: when the text outgrows the context window and the first
+        tokens drop out, the row of the pinned token moves with it.
+        """
+        if self._pin is None:
+            return None
+        row = self._pin - self._dropped()
+        return row if row >= 0 else None
+
     def selected_position(self) -> int | None:
-        """The selected trace row: ``position``, or the last row when None; None when T == 0."""
+        """The trace row every panel shows: the hovered row, else the pinned one, else the last;
+        None when T == 0."""
         n = self._trace.n_tokens if self._trace is not None else 0
         if n == 0:
             return None
-        return n - 1 if self._position is None else min(self._position, n - 1)
+        if self._hover is not None and self._hover < n:
+            return self._hover
+        position = self.position
+        return n - 1 if position is None else min(position, n - 1)
 
     def head_weights(self, layer: int) -> dict[str, np.ndarray]:
         """One layer's ``Attention.head_weights()``, cached per model: W_Q (n_heads, d_model, d_head),
@@ -197,15 +236,19 @@ class Session(QObject):
 
         During sig_model_changed ``trace`` is None; sig_trace_changed follows with the new trace.
         """
-        self._checkpoint = checkpoint
+        self._checkpoint = self._loaded = checkpoint
+        self._snapshot_step = None
         self._trace, self._tokens = None, []  # the old trace belongs to the old model
         self._trace_serial = None
         self._chain.forget()
         self._weights = {}
         self.worker.drop_queued()  # work queued for the old model
         self._layer = self._head = 0
-        self._position = None
+        self._hover = None
+        self._keep_interventions_that_fit(checkpoint)
         self._encoding = self._encode(self._text)
+        if self._pin is not None and self._pin >= len(self._encoding):
+            self._pin = None  # the pin stays on its token while the new model's text still has it
         checkpoint.model.trace([0])  # warm-up: the first call pays torch's one-off costs
         n = self._timing_tokens = min(checkpoint.config.context_length, 32)
         t0 = time.perf_counter()
@@ -216,6 +259,60 @@ class Session(QObject):
         self._slow = self.last_model_ms > ASYNC_MS
         self.sig_model_changed.emit()
         self._request()
+
+    def show_snapshot(self, checkpoint: Checkpoint | None, step: int | None = None) -> None:
+        """Show other weights of the loaded model's architecture (a training snapshot), keeping the
+        text, the selection (layer, head, position) and the trace options.
+
+        Every panel follows as for a new model: sig_model_changed, then sig_trace_changed with the
+        trace of the same text (while traces run on the GUI thread, that trace is already in place
+        during sig_model_changed; otherwise ``trace`` is None then). The loaded checkpoint stays
+        :attr:`loaded_checkpoint`; ``show_snapshot(None)`` shows it again.
+
+        Parameters
+        ----------
+        checkpoint : Checkpoint or None
+            Same config and vocabulary as the loaded checkpoint; None (or the loaded checkpoint
+            itself) for the loaded model.
+        step : int, optional
+            The snapshot's training step, for the title and status bar (required for a snapshot).
+
+        Raises
+        ------
+        ValueError
+            When no model is loaded, or the snapshot differs from it in shape or vocabulary.
+        """
+        loaded = self._loaded
+        if loaded is None:
+            raise ValueError("no model is loaded to show a snapshot of")
+        if checkpoint is None or checkpoint is loaded:
+            checkpoint, step = loaded, None
+        elif checkpoint.config != loaded.config or not _same_vocabulary(checkpoint.tokenizer, loaded.tokenizer):
+            raise ValueError(f"{checkpoint.name} is not a snapshot of {loaded.name}: another shape or vocabulary")
+        elif step is None:
+            raise ValueError("a snapshot is shown with its training step")
+        if checkpoint is self._checkpoint and step == self._snapshot_step:
+            return
+        self._checkpoint, self._snapshot_step = checkpoint, step
+        self._weights = {}
+        self.worker.drop_queued()  # work queued for the weights shown before
+        if self.traces_off_gui_thread:  # as for a new model: no trace until the worker's arrives
+            self._trace, self._tokens = None, []
+            self.sig_model_changed.emit()
+            self._request()
+            return
+        # The new trace is in place before sig_model_changed: panels that redraw on it draw the
+        # new weights once (not an empty view first), and their second pass (sig_trace_changed)
+        # finds the same arrays.
+        self._gen += 1
+        req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal, self._interventions)
+        chain = self._chain
+        traced, exc, ms = timed(lambda: _trace(req, chain))  # another checkpoint: computed whole
+        trace = traced[0] if traced is not None else None
+        self._trace, self._trace_serial = trace, (traced[1] if traced is not None else None)
+        self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped) if trace is not None else []
+        self.sig_model_changed.emit()
+        self._finish(req, traced, exc, ms)
 
     def set_text(self, text: str) -> None:
         """Set the text; the trace follows (at once, or from the worker thread).
@@ -245,13 +342,24 @@ class Session(QObject):
         self._set_selection("_head", max(0, min(int(head), n - 1)))
 
     def set_position(self, position: int | None) -> None:
-        """Select a query row (clamped to the trace, or while it is computed to the tokens it will
-        have), or None for "the last row"."""
+        """Pin a query row (clamped to the trace, or while it is computed to the tokens it will
+        have), or None to release the pin (the panels then show the last row)."""
+        pin = None
         if position is not None:
             n = self._trace.n_tokens if self._trace is not None else min(
                 len(self._encoding), self.config.context_length if self.config else 0)
-            position = None if n == 0 else max(0, min(int(position), n - 1))
-        self._set_selection("_position", position)
+            pin = None if n == 0 else max(0, min(int(position), n - 1)) + self._dropped()
+        self._set_selection("_pin", pin)
+
+    def toggle_pin(self, position: int) -> None:
+        """Pin ``position``; when it is the pinned row already, release the pin (a second click)."""
+        self.set_position(None if position == self.position else position)
+
+    def set_hover(self, position: int | None) -> None:
+        """Show the row under the mouse in every panel without pinning it (None: the mouse left)."""
+        n = self._trace.n_tokens if self._trace is not None else 0
+        position = None if position is None or not 0 <= int(position) < n else int(position)
+        self._set_selection("_hover", position)
 
     def set_positional_encoding(self, on: bool) -> None:
         """Run with x_i = e_i + p_i (True) or x_i = e_i (False)."""
@@ -267,12 +375,29 @@ class Session(QObject):
             self.sig_options_changed.emit()
             self._request()
 
+    def set_interventions(self, interventions: Interventions | None) -> None:
+        """Run every trace and job with ``interventions`` (None: the plain model); they stay while
+        typing, and a new trace follows at once.
+
+        Raises
+        ------
+        ValueError
+            When a head is outside the current model (nothing changes then).
+        """
+        iv = interventions if interventions is not None else Interventions()
+        if self.config is not None:
+            iv.check(self.config)
+        if iv != self._interventions or iv.key_mask is not self._interventions.key_mask:
+            self._interventions = iv
+            self.sig_interventions_changed.emit()
+            self._request()
+
     def request_open(self, path) -> None:
         """Ask for a checkpoint file to be opened (emits sig_open_requested; the window opens it)."""
         self.sig_open_requested.emit(str(path))
 
     def submit(self, requester: QObject, fn: JobFn, inputs: Any, on_result: Callable[[JobResult], None], *,
-               passes: int = 1, name: str = "") -> None:
+               passes: int = 1, name: str = "", inline_ms: float = ASYNC_MS) -> None:
         """Run a model computation for a panel: ``fn(checkpoint, inputs)``, result to ``on_result``.
 
         Parameters
@@ -283,7 +408,9 @@ class Session(QObject):
             for a checkpoint that is no longer current, or for a requester that was deleted.
         fn : callable (checkpoint, inputs) -> value
             Runs on the worker thread: it may use the checkpoint's model and tokenizer and plain
-            data, never a widget.
+            data, never a widget. While :attr:`interventions` change the model, the checkpoint's
+            model is a :class:`~model.interventions.WithInterventions`: its traces and forward
+            passes run with them unless the job passes its own.
         inputs : Any
             Plain data from the GUI thread (ids, selection, a trace: immutable things).
         on_result : callable (JobResult) -> None
@@ -296,14 +423,19 @@ class Session(QObject):
             trace of the newest text.
         name : str
             Separates independent requests of one requester (each coalesced on its own).
+        inline_ms : float
+            The most the job may take on the GUI thread (default :data:`ASYNC_MS`); a job that
+            follows every keystroke passes what the frame budget leaves after the trace and paint.
         """
         if self._checkpoint is None or self._closed:
             return
         key, number = self._requests.new(requester, name)
         checkpoint = self._checkpoint
+        seen = checkpoint if self._interventions.changes_nothing else dataclasses.replace(
+            checkpoint, model=WithInterventions(checkpoint.model, self._interventions))
 
         def work():
-            return fn(checkpoint, inputs)
+            return fn(seen, inputs)
 
         def deliver(value, exc, ms) -> None:
             if not self._requests.wanted(key, number, requester) or checkpoint is not self._checkpoint:
@@ -313,7 +445,7 @@ class Session(QObject):
                 self.sig_job_failed.emit(f"{type(requester).__name__}{' ' + name if name else ''}: {error}")
             on_result(JobResult(value, error, ms, inputs))
 
-        if self.compute_mode == "sync" or (not self.traces_off_gui_thread and self.expected_ms(passes) <= ASYNC_MS):
+        if self.compute_mode == "sync" or (not self.traces_off_gui_thread and self.expected_ms(passes) <= inline_ms):
             deliver(*timed(work))
         else:
             self.worker.submit(key, work, deliver)
@@ -340,6 +472,20 @@ class Session(QObject):
         self.worker.shutdown(timeout_ms, wait)
 
     # ---- internals -----------------------------------------------------------------------------
+    def _keep_interventions_that_fit(self, checkpoint: Checkpoint) -> None:
+        """Keep the interventions for a new model when its layers and heads have them, else drop them."""
+        try:
+            self._interventions.check(checkpoint.config)
+        except ValueError:
+            self._interventions = Interventions()
+            self.sig_interventions_changed.emit()
+
+    def _dropped(self) -> int:
+        """Tokens before the context window: the shown trace's, else what the text's will be."""
+        if self._trace is not None:
+            return self._trace.dropped
+        return max(0, len(self._encoding) - (self.config.context_length if self.config else 0))
+
     def _set_selection(self, attr: str, value) -> None:
         if getattr(self, attr) != value:
             setattr(self, attr, value)
@@ -364,7 +510,7 @@ class Session(QObject):
         if self._checkpoint is None or self._closed:
             return
         self._gen += 1
-        req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal)
+        req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal, self._interventions)
         chain = self._chain
         if not self.traces_off_gui_thread:
             self._finish(req, *timed(lambda: _trace(req, chain)))
@@ -392,9 +538,13 @@ class Session(QObject):
         self._trace, self._trace_serial = trace, serial
         self._tokens = display_tokens(req.checkpoint.tokenizer, req.encoding, trace.dropped) if trace is not None else []
         n = trace.n_tokens if trace is not None else 0
-        clamped = self._position is not None and self._position >= n
+        dropped = trace.dropped if trace is not None else 0
+        # The pin is released when its token is gone (the text got shorter, or it left the window).
+        clamped = self._pin is not None and not 0 <= self._pin - dropped < n
         if clamped:
-            self._position = None
+            self._pin = None
+        if self._hover is not None and self._hover >= n:
+            self._hover = None
         t0 = time.perf_counter()
         self.sig_trace_changed.emit()
         if clamped:

@@ -8,12 +8,15 @@ import its class and append one entry to :data:`PANELS`.
 from explorer.qt.panels.attention import AttentionPanel
 from explorer.qt.panels.embeddings import EmbeddingsPanel
 from explorer.qt.panels.formula import FormulaPanel
+from explorer.qt.panels.generate import GeneratePanel
 from explorer.qt.panels.model_info import ModelInfoPanel
 from explorer.qt.panels.next_token import NextTokenPanel
 from explorer.qt.panels.positional import PositionalPanel
 from explorer.qt.panels.qkv import QKVPanel
 from explorer.qt.panels.tokens import TokensPanel
+from explorer.qt.panels.training import TrainingPanel
 from explorer.qt.panels.variants import VariantsPanel
+from explorer.qt.panels.why import WhyPanel
 
 PANELS = [
     ("tokens", "Text and tokens", TokensPanel),
@@ -22,9 +25,12 @@ PANELS = [
     ("attention", "Attention", AttentionPanel),
     ("next-token", "Next token", NextTokenPanel),
     ("model", "Model", ModelInfoPanel),
+    ("generate", "Generate", GeneratePanel),
     ("positional", "Positional encoding and order", PositionalPanel),
     ("formula", "Attention formula", FormulaPanel),
     ("variants", "Attention variants", VariantsPanel),
+    ("training", "Training", TrainingPanel),
+    ("why", "Why this prediction?", WhyPanel),
 ]
 
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSignalBlocker, Signal
-from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtCore import QRectF, QSignalBlocker, Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QMenu, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.core.architecture import score_title
+from explorer.core.attention_sink import sink_facts, sink_line, sink_paragraph
 from explorer.core.head_maps import HeadScores, Mosaic, MosaicRequest, mosaic_image, mosaic_job
 from explorer.core.views import axis_labels, head_names, token_label
-from explorer.qt.heatmap import DIVERGING, NOTE_STYLE, SEQUENTIAL, Heatmap, colormap, settle_view
-from explorer.qt.plot_items import LabelAxis, MatrixImage
+from explorer.core.why import toggled_head
+from explorer.qt import theme
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.pin_note import PinNote
+from explorer.qt.plot_items import LabelAxis, MatrixImage
 from explorer.qt.session import Session
 
 WEIGHT_LEVELS = (0.0, 1.0)
@@ -36,10 +41,14 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 
     sig_head_picked = Signal(int, int)
     """A tile was clicked: its (layer, head)."""
+    sig_head_toggled = Signal(int, int)
+    """A tile was Ctrl+clicked, or "switch off / on" chosen from its right-click menu: its (layer, head)."""
+    sig_restore_requested = Signal()
+    """"Restore all heads" was chosen from a tile's right-click menu."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setBackground("w")
+        self.setBackground(theme.plot_background(self))
         self.plot = self.addPlot(axisItems={"left": LabelAxis("left"), "top": LabelAxis("top")})
         self.plot.invertY(True)
         self.plot.hideAxis("bottom")
@@ -58,6 +67,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.shape = (0, 0)  # (n_layers, n_heads)
         self.tile = 0  # side of one tile in image pixels, gap included
         self.selected: tuple[int, int] | None = None  # (layer, head) to outline
+        self.off: tuple[tuple[int, int], ...] = ()  # heads switched off: shaded
+        self._shades: list[QGraphicsRectItem] = []
+        self.menu: QMenu | None = None  # the last right-click menu (tests trigger its actions)
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._fit_view)
 
@@ -77,6 +89,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             half = (tile - self.GAP) / 2
             self.plot.getAxis("left").setTicks([[(i * tile + half, f"L{i}") for i in range(shape[0])], []])
             self.plot.getAxis("top").setTicks([[(h * tile + half, name) for h, name in enumerate(names)], []])
+            self._shade()
         if self.selected is not None:
             self.mark(*self.selected)
         settle_view(self.plot.getViewBox())
@@ -110,17 +123,54 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             return layer, head
         return None
 
+    def set_off(self, off: tuple[tuple[int, int], ...]) -> None:
+        """Shade the tiles of the heads switched off."""
+        if tuple(off) != self.off:
+            self.off = tuple(off)
+            self._shade()
+
+    def _shade(self) -> None:
+        for item in self._shades:
+            self.plot.removeItem(item)
+        self._shades = []
+        side = self.tile - self.GAP
+        for layer, head in self.off if self.tile else ():
+            item = QGraphicsRectItem(QRectF(head * self.tile, layer * self.tile, side, side))
+            item.setBrush(pg.mkBrush(60, 60, 60, 170))
+            item.setPen(pg.mkPen("#c03020", width=2, cosmetic=True))
+            self.plot.addItem(item)
+            self._shades.append(item)
+
     def _on_scene_clicked(self, event) -> None:
         picked = self.tile_at(event.scenePos())
-        if picked is not None:
+        if picked is None:
+            return
+        if event.button() == Qt.MouseButton.RightButton:
+            layer, head = picked
+            self.menu = QMenu(self)
+            word = "back on" if picked in self.off else "off"
+            self.menu.addAction(f"Switch L{layer}H{head} {word}", lambda: self.sig_head_toggled.emit(layer, head))
+            restore = self.menu.addAction("Restore all heads", self.sig_restore_requested.emit)
+            restore.setEnabled(bool(self.off))
+            self.menu.popup(event.screenPos().toPoint())
+        elif event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.sig_head_toggled.emit(*picked)
+        else:
             self.sig_head_picked.emit(*picked)
 
 
 class AttentionPanel(RefreshWhenShown, QWidget):
     """Scores q_i.k_j / sqrt(d_head) (masked cells blank) and weights (levels 0..1) of one head.
 
-    Queries run down the side with row 0 at the top, keys along the top. Clicking a row selects
-    that query position.
+    Queries run down the side with row 0 at the top, keys along the top. Clicking a row pins
+    that query (clicking it again releases it); hovering a row shows it in every panel. Under the
+    maps, the head's mean weight on the first token, with a paragraph that explains it.
+
+    Attributes
+    ----------
+    why_hook : callable or None
+        Called with no argument from the paragraph's "Why panel" link, when set (the main window
+        sets it when a Why panel exists).
     """
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
@@ -129,16 +179,35 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.layer_box, self.head_box = QSpinBox(), QSpinBox()
         self.all_heads = QCheckBox("all heads")
         self.grid_note = QLabel()  # which tiles of the grid hold values that are not numbers
-        self.grid_note.setStyleSheet(NOTE_STYLE)
+        self.grid_note.setStyleSheet(theme.note_style(self))
         self.grid_note.setVisible(False)
-        self.scores = Heatmap("scores q·k/√d_head", DIVERGING, col_axis="top")
-        self.weights = Heatmap("weights = softmax", SEQUENTIAL, col_axis="top")
+        self.scores = Heatmap("scores q·k/√d_head", DIVERGING, col_axis="top", bar_title="score, before softmax")
+        self.weights = Heatmap("weights = softmax of each row", SEQUENTIAL, col_axis="top", bar_title="weight 0..1")
         self.grid = HeadGrid()
         self.grid.sig_head_picked.connect(self._on_grid_head_picked)
+        self.grid.sig_head_toggled.connect(
+            lambda layer, head: session.set_interventions(toggled_head(session.interventions, layer, head)))
+        self.grid.sig_restore_requested.connect(lambda: session.set_interventions(None))
+        self.grid.setToolTip("click a head to show it; Ctrl+click or right-click to switch it off (every panel "
+                             "follows)")
+        self.off_note = QLabel()  # says that the selected head is switched off
+        self.off_note.setStyleSheet(theme.note_style(self))
         self.grid.setVisible(False)
         for hm, name in ((self.scores, "score"), (self.weights, "weight")):
             hm.describe = self._describer(hm, name)
-            hm.sig_row_clicked.connect(session.set_position)
+            hm.sig_row_clicked.connect(session.toggle_pin)
+            hm.sig_row_hovered.connect(session.set_hover)
+        self.pin_note = PinNote(session)
+        self.sink = QLabel()  # the mean weight on the first token, with a link to the paragraph
+        self.sink.setTextFormat(Qt.TextFormat.RichText)
+        self.sink.linkActivated.connect(self._on_sink_link)
+        self.sink_text = QLabel()  # the paragraph, shown from the link
+        self.sink_text.setWordWrap(True)
+        self.sink_text.setTextFormat(Qt.TextFormat.RichText)
+        self.sink_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.sink_text.linkActivated.connect(self._on_sink_link)
+        self.sink_text.setVisible(False)
+        self.why_hook = None
         self._build_layout()
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
@@ -159,7 +228,9 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             top.addWidget(box)
         top.addWidget(self.all_heads)
         top.addWidget(self.grid_note)
+        top.addWidget(self.off_note)
         top.addStretch(1)
+        top.addWidget(self.pin_note)
         self.maps = QHBoxLayout()
         self.maps.addWidget(self.scores, 1)
         self.maps.addWidget(self.weights, 1)
@@ -167,6 +238,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
         layout.addLayout(self.maps, 3)
+        layout.addWidget(self.sink)
+        layout.addWidget(self.sink_text)
         layout.addWidget(self.grid, 2)
 
     def _place_grid(self, n_layers: int, n_heads: int) -> None:
@@ -257,12 +330,17 @@ class AttentionPanel(RefreshWhenShown, QWidget):
             self.weights.clear()
             self._drawn = self._weights_drawn = None
             self._request_mosaic()
+            self.sink.setText("")
+            self.sink_text.setText("")
             return
         if self._drawn != (s.trace_serial, s.layer, s.head):  # not for a selection alone
             self._draw_maps(trace)
-        selected = s.selected_position() if s.position is not None else None
-        self.scores.set_selected_row(selected)
-        self.weights.set_selected_row(selected)
+        self.grid.set_off(s.interventions.ablate)
+        off = (s.layer, s.head) in s.interventions.ablate
+        self.off_note.setText(f"L{s.layer}H{s.head} is switched off: these weights are computed, but its output "
+                              "is zeroed" if off else "")
+        for hm in (self.scores, self.weights):
+            hm.set_selected_row(s.position, s.hover)
         if self.grid.isVisibleTo(self):
             self._request_mosaic()
             self.grid.mark(s.layer, s.head)
@@ -288,6 +366,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         blank = True if trace.nonfinite is None else ~lt.attn_mask
         self.scores.set_data(scores, levels, *self._labels, blank=blank, unchanged_rows=unchanged)
         self._drawn = (s.trace_serial, s.layer, s.head)
+        self._show_sink(trace, s.layer, s.head, scores)
         if self._pacer is not None and self._pacer.active:
             self._pacer.call_later(self, self._draw_weights)
         else:
@@ -302,7 +381,28 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.weights.set_data(weights, WEIGHT_LEVELS, *self._labels, blank=False,
                               unchanged_rows=self._unchanged(self._weights_drawn))
         self._weights_drawn = self._drawn
-        self.weights.set_selected_row(s.selected_position() if s.position is not None else None)
+        self.weights.set_selected_row(s.position, s.hover)
+
+    def _show_sink(self, trace, layer: int, head: int, scores=None) -> None:
+        """The head's mean weight on the first token, and (when opened) the paragraph about it;
+        ``scores``: the head's (T, T) attn_scores when the caller has them."""
+        facts = sink_facts(trace, layer, head, scores)
+        first = token_label(self.session.tokens[0]) if self.session.tokens else "?"
+        open_ = self.sink_text.isVisibleTo(self)
+        link = f" · <a href='sink'>{'hide' if open_ else 'why?'}</a>" if facts is not None else ""
+        self.sink.setText(html.escape(sink_line(facts, first), quote=False) + link)
+        if open_:
+            why = " <a href='why'>How much of it reaches the prediction: the Why panel.</a>" if self.why_hook else ""
+            self.sink_text.setText(html.escape(sink_paragraph(facts, first), quote=False) + why)
+
+    def _on_sink_link(self, link: str) -> None:
+        if link == "why" and self.why_hook is not None:
+            self.why_hook()
+            return
+        self.sink_text.setVisible(not self.sink_text.isVisibleTo(self))
+        trace = self.session.trace
+        if trace is not None and trace.n_tokens:
+            self._show_sink(trace, self.session.layer, self.session.head)
 
     def _note_grid_faults(self) -> None:
         """Name the heads of the grid whose weights are not all numbers (their cells are blank)."""

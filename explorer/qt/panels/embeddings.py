@@ -16,11 +16,13 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, 
 from explorer.core import rope
 from explorer.core.architecture import embedding_titles
 from explorer.core.views import axis_labels, embedding_levels, embedding_views, token_label
-from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt import theme
+from explorer.qt.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
 TITLES = {"e": "e_i token embedding", "p": "p_i position", "x": "x_i = e_i + p_i"}
+BAR_TITLES = {"e": "value of e_i", "p": "value of p_i", "x": "value of x_i"}
 CYCLIC = "CET-C2"  # a cyclic colour map: an angle of 2π has the colour of 0
 ANGLE_LEVELS = (0.0, 2 * math.pi)
 PAGES = {"learned": 0, "rope": 1}
@@ -34,14 +36,16 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
-        self.heatmaps = {key: Heatmap(title, DIVERGING) for key, title in TITLES.items()}
-        self.rope_map = Heatmap("RoPE angle", CYCLIC)
-        self.rope_map.plot.setLabel("bottom", "pair j: θ_j = θ^(−2j/d_head), radians per position")
+        self.heatmaps = {key: Heatmap(title, DIVERGING, row_title=TOKEN_TITLE, col_title=dimension_title("d_model"),
+                                      bar_title=BAR_TITLES[key]) for key, title in TITLES.items()}
+        self.rope_map = Heatmap("RoPE angle", CYCLIC, row_title="position i",
+                                col_title="pair j: θ_j radians per position",
+                                bar_title="angle i·θ_j, radians (mod 2π)")
         self.rope_map.describe = self._describe_angle
         self.rope_map.set_bar_levels(ANGLE_LEVELS)
         self.note = QLabel()
         self.note.setWordWrap(True)
-        self.note.setStyleSheet("padding:4px; background:#f6f6f0;")
+        self.note.setStyleSheet(theme.soft_box_style(self))
         self.levels = dict.fromkeys(TITLES, (-1.0, 1.0))
         self._titles = None
         self.angles = np.zeros((0, 0), np.float32)  # the model's rope_angles for its whole context
@@ -51,7 +55,8 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self._drawn: dict[str, int | None] = {}  # the serial of the trace each map shows
         self._build_layout()
         for hm in (*self.heatmaps.values(), self.rope_map):
-            hm.sig_row_clicked.connect(session.set_position)
+            hm.sig_row_clicked.connect(session.toggle_pin)
+            hm.sig_row_hovered.connect(session.set_hover)
         self.pace_with(session)
         session.sig_model_changed.connect(self._on_session_model_changed)
         session.sig_trace_changed.connect(self.schedule_refresh)
@@ -167,6 +172,5 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
                 f"{row} × θ_{col} = {angle:.4g} rad, {value:.4f} after whole turns ({math.degrees(value):.1f}°)")
 
     def _on_session_selection_changed(self) -> None:
-        row = self.session.selected_position() if self.session.position is not None else None
         for hm in (*self.heatmaps.values(), self.rope_map):
-            hm.set_selected_row(row)
+            hm.set_selected_row(self.session.position, self.session.hover)

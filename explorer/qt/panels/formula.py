@@ -14,13 +14,25 @@ import html
 import numpy as np
 from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, QTimer
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QScrollArea, QSpinBox,
-                               QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.core.formula import FormulaSteps, LayerFacts, attention_steps, layer_facts
 from explorer.core.formula_text import formula_lines, hidden_keys, window_text
 from explorer.core.views import symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.heatmap import DIVERGING, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -36,7 +48,7 @@ VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
 SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
 ROW_PX = 16  # height of one key's row in the k_j, v_j and a_ij v_j strips: room for every row's label
-STRIP_CHROME_PX = 84  # a strip's title, dimension axis and readout line
+STRIP_CHROME_PX = 160  # a strip's title, dimension axis and its title, colour bar with its title, readout line
 MIN_STRIP_ROWS = 4
 Q_MAP_PX = 95  # the query strip of one row (two with RoPE: before and after the rotation)
 NOT_SEEN = QColor("#8a8a8a")
@@ -87,11 +99,13 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
         self.table.setHorizontalHeaderLabels(SCALARS)
-        self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False)
-        self.k_map = Heatmap("k_j (keys)", DIVERGING)
-        self.v_map = Heatmap("v_j (values)", DIVERGING)
-        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING)
-        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False)
+        d_head = dimension_title("d_head")
+        self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False, row_title="query i", col_title=d_head)
+        self.k_map = Heatmap("k_j (keys)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of q and k")
+        self.v_map = Heatmap("v_j (values)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of v")
+        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING, row_title="key j", col_title=d_head,
+                              bar_title="value of a_ij v_j and out_i")
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False, row_title="out_i", col_title=d_head)
         for hm in (self.k_map, self.v_map, self.av_map):
             hm.sig_row_clicked.connect(self._on_key_clicked)
         self.q_map.setToolTip("the query vector q_i, on the same colour scale as the keys k_j below")
@@ -227,6 +241,10 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             f"max |Δ| = {st.max_abs_diff:.1e}, {agree}." if np.isfinite(st.max_abs_diff) else
             "<b>Some of these values are not numbers</b> (NaN or inf: the model overflowed, see the status "
             "bar), so out_i cannot be compared with the model's head_out.")
+        iv = self.session.trace.interventions if self.session.trace is not None else None
+        if iv is not None and (st.layer, st.head) in iv.ablate:  # switched off in the Why panel or the grid
+            self.agreement.setText(f"<b>This head is switched off</b> ({iv.describe()}): the model zeroed its "
+                                   "head_out, so it adds nothing; out_i here is what it would add.")
         keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
         self._set_strip_rows(len(keys))
         qk = symmetric_levels(st.q, st.k)

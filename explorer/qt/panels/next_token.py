@@ -1,4 +1,8 @@
-"""Next-token panel: the top-k next tokens as horizontal bars, with temperature and entropy."""
+"""Next-token panel: the top-k next tokens as horizontal bars, with temperature and entropy.
+
+k goes up to the vocabulary's size. Bars keep a readable height: when k of them do not fit, the
+list scrolls (a scroll bar, or the mouse wheel), and only the bars in view are drawn and labelled.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +10,49 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QSignalBlocker
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QScrollBar,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id
 from explorer.core.views import token_label
-from explorer.qt.heatmap import NOTE_STYLE, settle_view, widen_axis
-from explorer.qt.plot_items import LabelAxis
+from explorer.qt import theme
+from explorer.qt.explain_target import ExplainTarget
+from explorer.qt.heatmap import settle_view, widen_axis
 from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.plot_items import LabelAxis
 from explorer.qt.session import Session
 from explorer.qt.stored import read_float, read_int
 from model.token_names import WORD
 
-MAX_K = 200
+MAX_K = 1_000_000  # k is clamped to the vocabulary; this only bounds a stored setting
 DEFAULT_K = 10
 MAX_TEMPERATURE = 10.0
 
 BAR_HEIGHT = 0.8
+BAR_COLOUR, TARGET_COLOUR = "#4477aa", "#ee7733"  # the Why panel's chosen target in orange
+ROW_GAP_PX = 4  # a bar's row is a text line plus this: below that, the list scrolls
 
 
 class NextTokenPanel(RefreshWhenShown, QWidget):
     """Bars of the k most likely next tokens at the selected position (the last by default).
 
     Temperature 0 is greedy (all probability on the argmax); the spin box cannot go below 0.
-    Clicking a bar appends that token to the text.
+    Clicking a bar puts that token in the text: after the selected token when an earlier one is
+    pinned or hovered (the note under the bars says "insert after 'time'"), else at the end
+    ("append"). Right-clicking it offers that or explaining it in the Why panel, and Shift+click
+    explains it at once (the Why panel's target is drawn in orange).
     """
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
@@ -51,18 +72,33 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.info = QLabel()
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
         self.info.setWordWrap(True)
-        self.info.setToolTip("click a bar to append that token to the text")
+        self.info.setMinimumHeight(2 * QFontMetrics(self.info.font()).lineSpacing())  # wrapping never moves the bars
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
+        self.graphics.setBackground(theme.plot_background(self))
         self.plot = self.graphics.addPlot(axisItems={"left": LabelAxis("left")})
         self.plot.invertY(True)  # most likely at the top
         self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self._k_shown = -1
-        self.plot.setLabel("bottom", "probability (click a bar to append that token)")
-        self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush="#4477aa")
+        self._window = (-1, -1)  # (first rank, rows) drawn
+        self._range_shown = (-1, -1)  # (first rank, rows) of the view's range
+        self.first = 0  # the first rank in view (the list scrolls when k bars do not fit)
+        self.click_action = ""
+        self.click_note = QLabel()  # what a click on a bar does: "append", or "insert after 'time'"
+        self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush=BAR_COLOUR)
+        self.target = ExplainTarget.of(session)
+        self.target.sig_target_changed.connect(self.schedule_refresh)
+        self.bar_menu: QMenu | None = None  # the last right-click menu (tests trigger its actions)
         self.plot.addItem(self.bars)
+        ink = theme.plot_text(self)
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).setTextPen(ink)
+            self.plot.getAxis(name).setPen(ink)
+        self.plot.getAxis("bottom").setLabel("probability", color=ink.name())
+        self.scroll = QScrollBar(Qt.Orientation.Vertical)
+        self.scroll.setVisible(False)
+        self.scroll.valueChanged.connect(self._on_scroll_changed)
+        self.plot.getViewBox().sigResized.connect(lambda *_: self._draw_window())
         self._build_layout()
         self.k_box.valueChanged.connect(self._on_k_changed)
         self.temperature_box.valueChanged.connect(self.refresh)
@@ -81,12 +117,17 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(controls)
         layout.addWidget(self.info)
-        layout.addWidget(self.graphics, 1)
+        bars = QHBoxLayout()
+        bars.setSpacing(0)
+        bars.addWidget(self.graphics, 1)
+        bars.addWidget(self.scroll)
+        layout.addLayout(bars, 1)
+        layout.addWidget(self.click_note)
 
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
-        # k is clamped to the vocabulary, and to MAX_K: more bars are unreadable, and ranking
-        # all 50,257 of GPT-2's tokens on every keystroke would cost more than the model.
+        # k is clamped to the vocabulary (the list scrolls; ranking all of GPT-2's 50,257 tokens
+        # costs a few ms per keystroke, paid only by a user who asks for them all).
         with QSignalBlocker(self.k_box):
             self.k_box.setMaximum(min(cfg.vocab_size, MAX_K) if cfg else 1)
             self.k_box.setValue(self.k_wanted)
@@ -115,31 +156,82 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             return
         self.info.setStyleSheet("")
         self.top = top_k(logits, self.k_box.value(), self.temperature_box.value())
-        k = len(self.top.ids)
-        ys = np.arange(k, dtype=float)
-        self.bars.setOpts(x0=np.zeros(k), y=ys, width=self.top.probs, height=BAR_HEIGHT)
-        ticks = [(float(y), f"{token_label(self.token_name(int(i)), 14)}  {p:.3f}")
-                 for y, i, p in zip(ys, self.top.ids, self.top.probs)]
-        widen_axis(self.plot.getAxis("left"), [label for _, label in ticks], QFontMetrics(self.font()))
-        self.plot.getAxis("left").setTicks([ticks, []])
-        if k != self._k_shown:  # the view range changes only with k
-            self._k_shown = k
-            self.plot.setRange(xRange=(0, 1), yRange=(-0.5, max(k, 1) - 0.5), padding=0.02)
-        settle_view(self.plot.getViewBox())
-        last = " (last)" if pos == s.trace.n_tokens - 1 else ""
+        self._window = (-1, -1)  # new bars: drawn again whatever is in view
+        self._draw_window()
+        last = pos == s.trace.n_tokens - 1
         token = token_label(s.tokens[pos]) if pos < len(s.tokens) else "?"
         self.info.setText(
-            f"after position {pos} {token!r}{last} · entropy {self.top.entropy:.3f} bits "
+            f"after position {pos} {token!r}{' (last)' if last else ''} · entropy {self.top.entropy:.3f} bits "
             f"(max {math.log2(s.config.vocab_size):.3f})"
         )
+        self._say_click_action("append" if last else f"insert after {token!r}")
+
+    def _say_click_action(self, action: str) -> None:
+        """Name what a click on a bar does, under the bars (and in the tooltip)."""
+        if action != self.click_action:
+            self.click_action = action
+            self.click_note.setText(f"click a bar: {action} · right-click or Shift+click: explain why")
+            self.graphics.setToolTip(f"click a bar to {action} that token"
+                                     + (" (at the end of the text)" if action == "append" else "")
+                                     + "; right-click or Shift+click it to explain it in the Why panel")
+
+    def rows_in_view(self) -> int:
+        """How many bars fit at a readable height (a text line and a gap each)."""
+        row_px = QFontMetrics(self.font()).height() + ROW_GAP_PX
+        return max(1, int(self.plot.getViewBox().height() // row_px))
+
+    def _draw_window(self) -> None:
+        """Draw and label the bars in view: all k when they fit, else ``rows_in_view`` from ``first``."""
+        if self.top is None:
+            return
+        k, rows = len(self.top.ids), self.rows_in_view()
+        scrolls = k > rows
+        rows = rows if scrolls else k
+        with QSignalBlocker(self.scroll):
+            self.scroll.setRange(0, max(0, k - rows))
+            self.scroll.setPageStep(rows)
+            self.first = min(self.first, max(0, k - rows)) if scrolls else 0
+            self.scroll.setValue(self.first)
+        if self.scroll.isVisibleTo(self) != scrolls:
+            self.scroll.setVisible(scrolls)
+        if (self.first, rows) == self._window:
+            return
+        self._window = (self.first, rows)
+        ranks = np.arange(self.first, self.first + rows)
+        probs = self.top.probs[ranks]
+        brushes = [TARGET_COLOUR if int(self.top.ids[r]) == self.target.target else BAR_COLOUR for r in ranks]
+        self.bars.setOpts(x0=np.zeros(rows), y=ranks.astype(float), width=probs, height=BAR_HEIGHT, brushes=brushes)
+        ticks = [(float(r), f"{r + 1}. {token_label(self.token_name(int(self.top.ids[r])), 14)}  {p:.3f}"
+                  if scrolls else f"{token_label(self.token_name(int(self.top.ids[r])), 14)}  {p:.3f}")
+                 for r, p in zip(ranks, probs)]
+        widen_axis(self.plot.getAxis("left"), [label for _, label in ticks], QFontMetrics(self.font()))
+        self.plot.getAxis("left").setTicks([ticks, []])
+        if (self.first, rows) != self._range_shown:  # the view range changes only with the window
+            self._range_shown = (self.first, rows)
+            self.plot.setRange(xRange=(0, 1), yRange=(self.first - 0.5, self.first + max(rows, 1) - 0.5), padding=0.02)
+        settle_view(self.plot.getViewBox())
+
+    def _on_scroll_changed(self, value: int) -> None:
+        self.first = int(value)
+        self._draw_window()
+
+    def wheelEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        """The mouse wheel scrolls a list of bars longer than the view."""
+        if self.scroll.isVisible():
+            self.scroll.setValue(self.scroll.value() - int(np.sign(event.angleDelta().y())) * 3)
+            event.accept()
+            return
+        super().wheelEvent(event)
 
     def _clear(self, message: str, warn: bool = False) -> None:
         """No bars; ``message`` in the info line (in red when ``warn``)."""
         self.top = None
-        self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT)
+        self.bars.setOpts(x0=[], y=[], width=[], height=BAR_HEIGHT, brushes=[])
         self.plot.getAxis("left").setTicks([[], []])
+        self._window = (-1, -1)
+        self.scroll.setVisible(False)
         self.info.setText(message)
-        self.info.setStyleSheet(NOTE_STYLE if warn else "")
+        self.info.setStyleSheet(theme.note_style(self) if warn else "")
 
     def append(self, rank: int) -> None:
         """Put the token with this rank (0 = most likely) where the bars predict it: at the end
@@ -168,8 +260,28 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             return
         p = self.plot.getViewBox().mapSceneToView(event.scenePos())
         rank = int(round(p.y()))
-        if 0 <= rank < len(self.top.ids):  # anywhere on the bar's row, label included
+        if not 0 <= rank < len(self.top.ids):  # anywhere on the bar's row, label included
+            return
+        if event.button() == Qt.MouseButton.RightButton:
+            self._show_bar_menu(rank, event.screenPos().toPoint())
+        elif event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.explain(rank)
+        else:
             self.append(rank)
+
+    def explain(self, rank: int) -> None:
+        """Make the token with this rank the Why panel's target and bring that panel forward."""
+        if self.top is not None and 0 <= rank < len(self.top.ids):
+            self.target.explain(int(self.top.ids[rank]))
+
+    def _show_bar_menu(self, rank: int, where) -> None:
+        name = token_label(self.token_name(int(self.top.ids[rank])), 20)
+        self.bar_menu = menu = QMenu(self)
+        where = self.click_action.removeprefix("insert ")  # "after 'time'", as the note under the bars says
+        menu.addAction(f"Append {name!r} to the text" if self.click_action == "append" else f"Insert {name!r} {where}",
+                       lambda: self.append(rank))
+        menu.addAction(f"Explain {name!r} (Why panel)", lambda: self.explain(rank))
+        menu.popup(where)
 
     def save_settings(self, settings) -> None:
         """Remember k and the temperature."""

@@ -16,21 +16,34 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSignalBlocker, Qt
-from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
-                               QWidget)
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.core import positional
 from explorer.core.architecture import order_warning, position_switch, switch_name
 from explorer.core.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
+from explorer.qt import theme
 from explorer.qt.heatmap import SEQUENTIAL, Heatmap
 from explorer.qt.jobs import JobResult
 from explorer.qt.order_chips import OrderChips
-from explorer.qt.plot_items import LabelAxis
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.panels.positional_shift import ShiftView
+from explorer.qt.plot_items import LabelAxis
 from explorer.qt.session import Session
 
 TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
@@ -73,7 +86,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.causal_box.toggled.connect(s.set_causal)
         self.warning = QLabel()
         self.warning.setWordWrap(True)
-        self.warning.setStyleSheet("color:#9a4a00")
+        self.warning.setStyleSheet(theme.caution_style(self))
         self.twin_button = QPushButton("Open the twin trained without positional encoding")
         self.twin_button.clicked.connect(self.open_twin)
         self.twin_button.setToolTip("the course's model trained the same way without positional encoding")
@@ -109,13 +122,14 @@ class PositionalPanel(RefreshWhenShown, QWidget):
             self.grid.addWidget(self.row_labels[pe], row, 0)
             for col, reordered in enumerate((False, True)):
                 order = "reordered" if reordered else "original"  # short: the row label says PE on/off
-                hm = Heatmap(f"attention, {order}", SEQUENTIAL, col_axis="top", colorbar=False)
+                hm = Heatmap(f"attention, {order}", SEQUENTIAL, col_axis="top", colorbar=False,
+                             row_title="query i", col_title="key j")
                 hm.setToolTip(f"attention weights of the selected head, {order} order, PE {'on' if pe else 'off'}")
                 hm.setMinimumSize(120, 120)
                 self.maps[pe, reordered] = hm
                 self.grid.addWidget(hm, row, col + 1)
             view = pg.GraphicsLayoutWidget()
-            view.setBackground("w")
+            view.setBackground(theme.plot_background(self))
             view.setMinimumSize(120, 120)
             plot = view.addPlot(title="next token", axisItems={"left": LabelAxis("left")})
             view.setToolTip(f"next-token probabilities at the last position, PE {'on' if pe else 'off'}")
@@ -144,7 +158,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.sentence = QLabel()
         self.sentence.setWordWrap(True)
         self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.sentence.setStyleSheet("padding:4px; background:#f6f6f0;")
+        self.sentence.setStyleSheet(theme.soft_box_style(self))
 
     def _build_layout(self) -> None:
         options = QHBoxLayout()
@@ -319,7 +333,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         what = "RoPE rotation" if c.positional == "rope" else "Positional encoding"
         self.sentence.setText(
             f"<b>{what} {'on' if first else 'off'}:</b> {html.escape(c.sentence(first))}<br>"
-            f"<span style='color:#555'><b>{'On' if second else 'Off'}:</b> {html.escape(c.sentence(second))}</span>")
+            f"<span style='color:{theme.muted_text(self).name()}'><b>{'On' if second else 'Off'}:</b> "
+            f"{html.escape(c.sentence(second))}</span>")
 
     def _draw_bars(self, c: positional.OrderComparison, pe: bool, plot) -> None:
         """Grouped bars: the union of both orders' top tokens, original (blue) above reordered (orange)."""
@@ -348,4 +363,5 @@ class PositionalPanel(RefreshWhenShown, QWidget):
                     self.table.setItem(i, col, item)
                 item.setText(text)
                 shade = col >= 2 and values[col - 2][i] > positional.REL_TOL
-                item.setBackground(CHANGED if shade else QColor("white"))
+                item.setBackground(CHANGED if shade else QBrush())  # unshaded: the palette's own
+                item.setForeground(QBrush(QColor("#000000")) if shade else QBrush())

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from explorer.core.architecture import qkv_caption
 from explorer.core.views import axis_labels, head_weight_views, qkv_views, symmetric_levels
-from explorer.qt.heatmap import DIVERGING, Heatmap
+from explorer.qt.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 
@@ -26,7 +26,8 @@ class QKVPanel(RefreshWhenShown, QWidget):
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = session
-        self.heatmaps = {n: Heatmap(n, DIVERGING) for n in NAMES}
+        self.heatmaps = {n: Heatmap(n, DIVERGING, row_title=TOKEN_TITLE, col_title=dimension_title("d_head"),
+                                    bar_title=f"value of {n}") for n in NAMES}
         self._drawn: tuple | None = None  # (trace serial, layer, head) of the q, k, v shown
         self.show_weights = QCheckBox("weights W_Q, W_K, W_V")
         self.show_weights.setToolTip("show the d_model × d_head weight matrices instead of q, k, v")
@@ -38,6 +39,7 @@ class QKVPanel(RefreshWhenShown, QWidget):
         for name in NAMES:
             maps.addWidget(self.heatmaps[name])
             self.heatmaps[name].sig_row_clicked.connect(self._on_heatmap_row_clicked)
+            self.heatmaps[name].sig_row_hovered.connect(self._on_heatmap_row_hovered)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
@@ -47,8 +49,12 @@ class QKVPanel(RefreshWhenShown, QWidget):
         self.refresh()
 
     def _on_heatmap_row_clicked(self, row: int) -> None:
+        if not self.show_weights.isChecked():  # rows are tokens (not d_model dimensions)
+            self.session.toggle_pin(row)
+
+    def _on_heatmap_row_hovered(self, row) -> None:
         if not self.show_weights.isChecked():
-            self.session.set_position(row)
+            self.session.set_hover(row)
 
     def refresh(self) -> None:
         """Redraw for the session's layer and head (cleared when there is nothing to show)."""
@@ -60,12 +66,14 @@ class QKVPanel(RefreshWhenShown, QWidget):
             arrays = head_weight_views(s.head_weights(layer), head, s.kv_head(layer, head))  # each (d_model, d_head)
             labels = None  # rows are the d_model input dimensions, numbered
             titles = {n: f"W_{n.upper()}" for n in NAMES}
-            selected = None
+            axes = ("d_model in", "→ d_head out", "weight")
+            selected = hover = None
         elif s.trace is not None and s.trace.n_tokens:
             arrays = qkv_views(s.trace, layer, head)  # each (T, d_head)
             labels = axis_labels(s.tokens)
             titles = {n: n for n in NAMES}
-            selected = s.selected_position() if s.position is not None else None
+            axes = (TOKEN_TITLE, dimension_title("d_head"), "value")
+            selected, hover = s.position, s.hover
         else:
             for hm in self.heatmaps.values():
                 hm.clear()
@@ -78,6 +86,7 @@ class QKVPanel(RefreshWhenShown, QWidget):
         for n in NAMES:
             hm = self.heatmaps[n]
             hm.plot.setTitle(titles[n])
+            hm.set_titles(axes[0], axes[1], f"{axes[2]} of {titles[n].split(' ')[0]}")
             hm.set_data(arrays[n], levels, labels, blank=False, unchanged_rows=unchanged)
-            hm.set_selected_row(selected)
+            hm.set_selected_row(selected, hover)
         self._drawn = drawn

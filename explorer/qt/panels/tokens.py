@@ -7,14 +7,25 @@ import time
 
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QTextEdit,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QScrollArea,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.core.architecture import position_switch
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
+from explorer.qt import theme
 from explorer.qt.flow_layout import FlowLayout
+from explorer.qt.generation import Generator
 from explorer.qt.panels.lazy import Pacer
+from explorer.qt.pin_note import PinNote
 from explorer.qt.session import Session
 from explorer.qt.token_chip import ChipLabel
 from model import Encoding
@@ -40,15 +51,18 @@ class TokensPanel(QWidget):
         self.chip_data: list[Chip] = []
         self.chips: list[ChipLabel] = []
         self._next_chip = 0  # chips before this one show chip_data; the rest follow (_fill_chips)
-        self._selected: int | None = None
+        self._selected: int | None = None  # the pinned row
+        self._hovered: int | None = None
+        self._generated: frozenset[int] = frozenset()  # indices into the encoding of tokens the model wrote
         self._pacer = Pacer.of(session)  # the rest of a long strip's chips, a batch per event-loop turn
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText(TYPE_TEXT)
         self.hint = QLabel()  # shown for a model without a vocabulary: type ids
         self.hint.setWordWrap(True)
         self.hint.setTextFormat(Qt.TextFormat.PlainText)
-        self.hint.setStyleSheet("QLabel { background:#fff4c2; border:1px solid #d8b64a; padding:2px 4px; }")
+        self.hint.setStyleSheet(theme.soft_box_style(self))
         self.note = QLabel()
+        self.pin_note = PinNote(session)
         self.summary = QLabel()
         self.pe_box = QCheckBox("positional encoding")
         self.causal_box = QCheckBox("causal mask")
@@ -58,9 +72,11 @@ class TokensPanel(QWidget):
         self.causal_box.toggled.connect(session.set_causal)
         session.sig_text_changed.connect(self._on_session_text_changed)
         session.sig_trace_changed.connect(self.refresh)
-        session.sig_selection_changed.connect(self.refresh)
+        session.sig_selection_changed.connect(self._on_session_selection_changed)
         session.sig_options_changed.connect(self._on_session_options_changed)
         session.sig_model_changed.connect(self._on_session_options_changed)
+        self.generator = Generator.of(session)
+        self.generator.sig_story_changed.connect(self._on_generator_story_changed)
         self._on_session_options_changed()
         self._on_session_text_changed()
         self.refresh()
@@ -84,6 +100,7 @@ class TokensPanel(QWidget):
         layout.addWidget(self.hint)
         layout.addWidget(self.editor, 2)
         layout.addWidget(self.scroll, 3)
+        layout.addWidget(self.pin_note)
         layout.addLayout(options)
 
     def _on_editor_text_changed(self) -> None:
@@ -139,9 +156,32 @@ class TokensPanel(QWidget):
         self.summary.setText(f"… {hidden:,} earlier tokens" if hidden else "")
         self.summary.setVisible(bool(hidden))
         self.note.setText(crop_note(n, ctx) or f"{n} of {ctx} tokens")
-        self._selected = s.selected_position() if s.position is not None else None
+        self._selected, self._hovered = s.position, s.hover
+        self._generated = self.generator.generated_indices()
         self._next_chip = 0
         self._fill_chips()
+
+    def _on_session_selection_changed(self) -> None:
+        """Only the borders change: the pinned chip's and the hovered one's (no new layout)."""
+        s = self.session
+        if (s.position, s.hover) == (self._selected, self._hovered):
+            return
+        self._selected, self._hovered = s.position, s.hover
+        for chip, label in zip(self.chip_data[:self._next_chip], self.chips):
+            self._show(label, chip)
+
+    def _on_generator_story_changed(self) -> None:
+        """Mark the chips of the generated tokens (a branch switched, the story cleared)."""
+        generated = self.generator.generated_indices()
+        if generated != self._generated:
+            self._generated = generated
+            for chip, label in zip(self.chip_data[:self._next_chip], self.chips):
+                self._show(label, chip)
+
+    def _show(self, label: ChipLabel, chip: Chip) -> None:
+        here = not chip.dropped
+        label.show_chip(chip, here and chip.position == self._selected, here and chip.position == self._hovered,
+                        chip.index in self._generated)
 
     def _fill_chips(self) -> None:
         """Bring the chips up to date from ``_next_chip`` on, for about CHIP_TURN_MS; the rest in
@@ -155,7 +195,7 @@ class TokensPanel(QWidget):
         try:
             while i < n:
                 chip, label = self.chip_data[i], self._chip(i)
-                label.show_chip(chip, self._selected is not None and chip.position == self._selected)
+                self._show(label, chip)
                 if label.isHidden():
                     label.setVisible(True)
                 i += 1
@@ -197,8 +237,10 @@ class TokensPanel(QWidget):
     def _on_chip_hovered(self, i: int) -> None:
         if not 0 <= i < len(self.chip_data):
             self.editor.setExtraSelections([])
+            self.session.set_hover(None)
             return
         chip = self.chip_data[i]
+        self.session.set_hover(None if chip.dropped else chip.position)  # shown in every panel, not pinned
         sel = QTextEdit.ExtraSelection()
         cursor = QTextCursor(self.editor.document())
         cursor.setPosition(_utf16_index(self.session.text, chip.start))
@@ -206,9 +248,10 @@ class TokensPanel(QWidget):
         sel.cursor = cursor
         fmt = QTextCharFormat()
         fmt.setBackground(QColor("#ffe066"))
+        fmt.setForeground(QColor("#000000"))  # its own ink: the palette's may be light (a dark theme)
         sel.format = fmt
         self.editor.setExtraSelections([sel])
 
     def _on_chip_clicked(self, i: int) -> None:
         if 0 <= i < len(self.chip_data) and not self.chip_data[i].dropped:
-            self.session.set_position(self.chip_data[i].position)
+            self.session.toggle_pin(self.chip_data[i].position)

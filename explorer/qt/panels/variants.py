@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QStac
 
 from explorer.core import book_views, variants
 from explorer.core.views import axis_labels, masked_as_nan, symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap
+from explorer.qt import theme
+from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, dimension_title
 from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.panels.variants_book import BookView
@@ -69,15 +70,17 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.difference = QLabel()
         self.difference.setWordWrap(True)
-        self.difference.setStyleSheet("padding:4px; background:#f6f6f0;")
+        self.difference.setStyleSheet(theme.soft_box_style(self))
         self.row_text = QLabel()
         self.row_text.setWordWrap(True)
-        self.scores = Heatmap("scores (before softmax)", DIVERGING, col_axis="top")
-        self.weights = Heatmap("weights (softmax, rows sum to 1)", SEQUENTIAL, col_axis="top")
-        self.outputs = Heatmap("outputs (context vectors)", DIVERGING)
-        self.mixed = Heatmap("after W_O: the attention output", DIVERGING)
+        self.scores = Heatmap("scores (before softmax)", DIVERGING, col_axis="top", bar_title="score, before softmax")
+        self.weights = Heatmap("weights (softmax, rows sum to 1)", SEQUENTIAL, col_axis="top", bar_title="weight 0..1")
+        self.outputs = Heatmap("outputs (context vectors)", DIVERGING, row_title="query i",
+                               col_title=dimension_title("d_head"), bar_title="value of the context vector")
+        self.mixed = Heatmap("after W_O: the attention output", DIVERGING, row_title="query i",
+                             col_title=dimension_title("d_model"), bar_title="value of the output")
         for hm in (self.scores, self.weights, self.outputs, self.mixed):
-            hm.sig_row_clicked.connect(session.set_position)
+            hm.sig_row_clicked.connect(session.toggle_pin)  # a second click releases the pin
         self._build_layout()
         self.follow(session)
         self.refresh()

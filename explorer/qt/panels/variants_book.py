@@ -12,12 +12,23 @@ import math
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QHBoxLayout, QLabel, QScrollArea,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.core import book, book_views
 from explorer.core.variants import KEYS
 from explorer.core.views import symmetric_levels
+from explorer.qt import theme
 from explorer.qt.flow_layout import FlowLayout
 from explorer.qt.heatmap import MASKED_COLOUR
 
@@ -94,6 +105,7 @@ class TensorCard(QWidget):
         font.setBold(bold)
         item.setFont(font)
         item.setBackground(QBrush(tint(v, hi)))
+        item.setForeground(QBrush(QColor("#000000")))  # a pale tint needs dark ink, in a dark theme too
 
     def _fit(self) -> None:
         """Size the table to its cells: no scroll bars, no empty space."""
@@ -135,7 +147,7 @@ class BookView(QWidget):
         self.line = QLabel()
         self.line.setWordWrap(True)
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.line.setStyleSheet("padding:4px; background:#f6f6f0;")
+        self.line.setStyleSheet(theme.soft_box_style(self))
         self.cards: list[TensorCard] = []
         self._grid = QWidget()
         self._flow = FlowLayout(self._grid, spacing=8)

@@ -1,0 +1,117 @@
+"""The Training panel's arithmetic, Qt-free: the log step axis, the positions of its slider, the
+curves of one head, where the top-1 prediction changed, and which tokens a difference shows.
+
+Training steps are drawn at x = log10(1 + step): the snapshots of ``--snapshots K`` are
+log-spaced (0, 1, 2, 4, 7, ..., 2000), so they are about evenly spaced on this axis, step 0
+included (x = 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from model.over_training import TrainingCurves
+
+#: The statistics of one head that the panel draws, with their names in TrainingCurves.
+HEAD_STATS = {"entropy": "attn_entropy", "first": "attn_first", "prev": "attn_prev", "self": "attn_self"}
+
+
+def step_x(steps: Sequence[int] | np.ndarray | int) -> np.ndarray:
+    """x position of training steps on the log axis: log10(1 + step) (step 0 at x = 0)."""
+    return np.log10(1.0 + np.asarray(steps, dtype=np.float64))
+
+
+def step_ticks(max_step: int) -> list[tuple[float, str]]:
+    """Labelled ticks for steps 0 .. max_step: 0, 1, 3, 10, 30, 100, ... (as ``(x, label)``)."""
+    ticks = [(0.0, "0")]
+    decade = 1
+    while decade <= max(max_step, 1):
+        for value in (decade, 3 * decade):
+            if value <= max(max_step, 1):
+                ticks.append((float(step_x(value)), f"{value:,}"))
+        decade *= 10
+    return ticks
+
+
+def nearest_index(x: float, steps: Sequence[int] | np.ndarray) -> int:
+    """Index of the step nearest to ``x`` on the log axis (the first on ties).
+
+    Raises
+    ------
+    ValueError
+        When there are no steps.
+    """
+    xs = step_x(steps)
+    if xs.size == 0:
+        raise ValueError("no steps")
+    return int(np.argmin(np.abs(xs - x)))
+
+
+@dataclass(frozen=True)
+class SliderStop:
+    """One position of the panel's slider: a snapshot, or the loaded model after the last one.
+
+    Attributes
+    ----------
+    step : int        training step of the weights (the loaded model's ``steps`` fact, else the last snapshot's).
+    index : int       index into the snapshots, or -1 for the loaded model.
+    label : str       what the panel says about it.
+    """
+
+    step: int
+    index: int
+    label: str
+
+
+def slider_stops(steps: Sequence[int], final_step: int | None) -> list[SliderStop]:
+    """The slider's positions: one per snapshot, and one for the loaded ("final") model.
+
+    Parameters
+    ----------
+    steps : sequence of int
+        The snapshots' steps, increasing.
+    final_step : int or None
+        The loaded model's training step, when the snapshots are its run's; None when they are
+        not (a folder of another run, a run still training): no final position then.
+    """
+    n = len(steps)
+    stops = [SliderStop(int(s), i, f"snapshot {i + 1} of {n}: step {int(s):,}") for i, s in enumerate(steps)]
+    if final_step is not None:
+        stops.append(SliderStop(int(final_step), -1, f"the model you opened (step {int(final_step):,})"))
+    return stops
+
+
+def head_curves(curves: TrainingCurves, layer: int, head: int) -> dict[str, np.ndarray]:
+    """One head's statistics over the snapshots: ``entropy`` (nats), ``first``, ``prev``, ``self``
+    (attention mass in [0, 1]); each (S,)."""
+    return {name: getattr(curves, field)[:, layer, head] for name, field in HEAD_STATS.items()}
+
+
+def top1_changes(curves: TrainingCurves) -> np.ndarray:
+    """Indices of the snapshots whose top-1 prediction at the selected position differs from the
+    snapshot before (int64, increasing)."""
+    return np.flatnonzero(curves.top1_changed)
+
+
+def largest_changes(probs_diff: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` token ids whose next-token probability changed most at any position.
+
+    Parameters
+    ----------
+    probs_diff : (T, vocab_size)
+        Later minus earlier probabilities, in [-1, 1].
+    k : int
+
+    Returns
+    -------
+    (min(k, vocab_size),) int64
+        Ordered by the largest absolute change over the positions, largest first (lower id on ties).
+    """
+    if probs_diff.size == 0:
+        return np.zeros(0, np.int64)
+    peak = np.abs(probs_diff).max(axis=0)  # (vocab_size,)
+    order = np.lexsort((np.arange(peak.size), -peak))
+    return order[: max(0, min(k, peak.size))].astype(np.int64)

@@ -1,0 +1,240 @@
+"""The Why panel's numbers and sentences: one job per update, and the views it draws (no Qt here).
+
+:func:`why_job` runs :func:`model.explain.explain` on the session's trace (the logit lens, direct
+logit attribution, leave-one-out, the score terms) and the attention formula's what-ifs, as one
+session job. The rest turns an :class:`~model.explain.Explanation` into what the panel shows:
+stage titles, the rows of attention against influence, and sentences whose every number comes
+from the explanation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from model.explain import Explanation, WhatIf, attention_entropy, explain, prediction, what_if
+from model.interventions import Interventions
+from model.records import Trace
+
+Name = Callable[[int], str]  # token id -> its display text
+
+#: Names of the parts of the logit that are not a source token (Explanation.dla.components).
+COMPONENT_NAMES = {"tok_emb": "token embedding e_i", "pos_emb": "positional p_i", "attn.b_V": "value bias",
+                   "attn.b_O": "W_O's bias", "mlp": "MLP", "ln_f.bias": "final norm's shift β"}
+
+
+@dataclass(frozen=True)
+class WhyRequest:
+    """What the Why panel asks for: the session's trace, the position and target, the selection.
+
+    ``target`` None is the top-1 at ``position``; ``head`` is the layer-0 head whose scores are
+    split into terms; ``temperature`` the τ of the what-if knob; ``tokens`` the trace's token
+    texts (for drawing the result); ``what_ifs`` False leaves the what-ifs out (three traces: only
+    while their tab is shown).
+    """
+
+    trace: Trace
+    position: int
+    target: int | None
+    head: int
+    temperature: float = 2.0
+    top_k: int = 5
+    tokens: tuple[str, ...] = ()
+    what_ifs: bool = True
+
+
+@dataclass(frozen=True)
+class Plain:
+    """The prediction of the model without the session's interventions (heads switched back on)."""
+
+    logit: float
+    prob: float
+    top_id: int
+    top_prob: float
+
+
+@dataclass(frozen=True)
+class WhyResult:
+    """An explanation and the what-ifs: baseline (the trace itself), the 1/√d_head scale flipped,
+    τ, and the causal mask flipped (empty when not asked for); ``plain`` is set while heads are
+    switched off."""
+
+    explanation: Explanation
+    what_ifs: tuple[WhatIf, ...]
+    plain: Plain | None
+
+
+def job_passes(n_sources: int, n_tokens: int, ablated: bool, what_ifs: bool = True) -> int:
+    """About how many forward passes of T tokens :func:`why_job` costs: the lens, attribution and
+    score terms about one; leave-one-out one batched forward of S copies (measured at T = 32 on the
+    default model: 1.6 traces' time for S = 32); three what-if traces at about 1.2 each; one more
+    trace while heads are switched off."""
+    loo = 1 + n_sources / max(n_tokens, 1)
+    return math.ceil(1 + loo + (3 * 1.2 if what_ifs else 0) + (1 if ablated else 0))
+
+
+def baseline(tr: Trace, position: int, target: int, top_k: int) -> WhatIf:
+    """The trace itself as the what-if table's first row (no model run)."""
+    return WhatIf("baseline", tr, attention_entropy(tr), *prediction(tr.logits[position], target, top_k))
+
+
+def why_job(checkpoint, request: WhyRequest) -> WhyResult:
+    """The session job: :func:`explain` and the what-ifs of ``request`` with ``checkpoint``'s model."""
+    model, tr, i = checkpoint.model, request.trace, request.position
+    ex = explain(model, tr, i, request.target, head=request.head, top_k=request.top_k)
+    t = ex.target_id
+    forced = tr.interventions.scale_scores if tr.interventions is not None else None
+    scaled = model.config.scale_scores if forced is None else forced
+    runs = []
+    if request.what_ifs:
+        k = request.top_k
+        runs = [baseline(tr, i, t, k),
+                what_if(model, tr, i, t, scale_scores=not scaled, top_k=k,
+                        knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
+                what_if(model, tr, i, t, temperature=request.temperature, top_k=k),
+                what_if(model, tr, i, t, causal=not tr.causal, top_k=k)]
+    plain = None
+    if tr.interventions is not None and tr.interventions.ablate:
+        free = replace(tr.interventions, ablate=())
+        p = model.trace(tr.token_ids.tolist(), positional_encoding=tr.positional_encoding, causal=tr.causal,
+                        interventions=free)
+        ((top, top_prob),), prob = prediction(p.logits[i], t, 1)
+        plain = Plain(float(p.logits[i, t]), prob, top, top_prob)
+    return WhyResult(ex, tuple(runs), plain)
+
+
+def toggled_head(iv: Interventions, layer: int, head: int) -> Interventions:
+    """``iv`` with head (layer, head) switched off, or back on when it was off."""
+    pair = (int(layer), int(head))
+    if pair in iv.ablate:
+        return replace(iv, ablate=tuple(p for p in iv.ablate if p != pair))
+    return iv.with_ablated([pair])
+
+
+def stage_title(stage: str, positional: str) -> str:
+    """A logit-lens stage's column title: ``x`` is the embeddings (e_i + p_i with a learned table),
+    ``blocks.L.resid_mid`` "+ attention L", ``blocks.L.resid_post`` "+ MLP L"."""
+    if stage == "x":
+        return "embeddings e + p" if positional == "learned" else "embeddings e"
+    layer, part = stage.split(".")[1:3]
+    return f"+ attention L{layer}" if part == "resid_mid" else f"+ MLP L{layer}"
+
+
+def attention_label(ex: Explanation) -> str:
+    """What the attention column is: the one head's weight, or the mean over layers and heads."""
+    n_layers, n_heads = ex.attention.shape[:2]
+    if n_layers * n_heads == 1:
+        return "attention a_ij (layer 0, head 0)"
+    return f"attention a_ij, mean over {n_layers} layer{'s' * (n_layers > 1)} × {n_heads} heads"
+
+
+def mean_attention(ex: Explanation) -> np.ndarray:
+    """(S,) the weight of query i on each source, averaged over layers and heads (rows sum to 1)."""
+    return ex.attention.mean(axis=(0, 1))
+
+
+def head_contributions(ex: Explanation) -> np.ndarray:
+    """(n_layers, n_heads): each head's direct contribution to the target's logit (all sources)."""
+    return ex.dla.per_head.sum(axis=-1)
+
+
+def component_name(key: str) -> str:
+    """A readable name for a key of ``dla.components`` (``blocks.0.mlp`` -> "MLP L0")."""
+    if key.startswith("blocks."):
+        _, layer, rest = key.split(".", 2)
+        return f"{COMPONENT_NAMES.get(rest, rest)} L{layer}"
+    return COMPONENT_NAMES.get(key, key)
+
+
+def summary(ex: Explanation, tokens: list[str], name: Name) -> str:
+    """The prediction explained, and the earlier token with the most attention set against the one
+    whose hiding changes the target's logit most (the README's worked example, from the numbers)."""
+    i, target = ex.position, repr(name(ex.target_id))
+    text = (f"After {tokens[i]!r} (position {i}) the model gives {target} p = {ex.prob:.3f} "
+            f"(logit {ex.logit:.3f}).")
+    others = [j for j in range(ex.n_sources) if j != i]
+    if ex.leave_one_out is None or not others:
+        return text
+    att, loo = mean_attention(ex)[others], ex.leave_one_out[others]
+    j_att, j_eff = others[int(np.argmax(att))], others[int(np.argmax(np.abs(loo)))]
+    a, e = mean_attention(ex), ex.leave_one_out
+
+    def change(j: int) -> str:
+        return f"{'lowers' if e[j] > 0 else 'raises'} the logit by {abs(e[j]):.3f}"
+
+    if j_att == j_eff:
+        return text + (f" Of the other tokens, {tokens[j_att]!r} gets the most attention ({a[j_att]:.3f}), "
+                       f"and hiding it also changes the logit most: it {change(j_att)}.")
+    ratio = abs(e[j_eff]) / abs(e[j_att]) if e[j_att] != 0 else math.inf
+    times = f", {ratio:.0f} times as much" if math.isfinite(ratio) and ratio >= 2 else ""
+    return text + (f" Of the other tokens, {tokens[j_att]!r} gets the most attention ({a[j_att]:.3f}), yet hiding "
+                   f"it {change(j_att)}. {tokens[j_eff]!r} gets {a[j_eff]:.3f} of the attention, and hiding it "
+                   f"{change(j_eff)}{times}.")
+
+
+def sink_paragraph(ex: Explanation, tokens: list[str], name: Name) -> str:
+    """The attention on the first token ("attention sink") and how much of it reaches the target's logit."""
+    i = ex.position
+    if i == 0 and ex.causal:
+        return "Attention on the first token: the query is the first token, which can only attend to itself."
+    a0 = float(mean_attention(ex)[0])
+    where = "averaged over layers and heads" if ex.attention.shape[0] * ex.attention.shape[1] > 1 else "layer 0, head 0"
+    mean = "" if math.isnan(ex.first_token_mean) else (
+        f" (over every query after the first, {ex.first_token_mean:.3f} on average)")
+    text = (f"Attention sink: query {i} puts {a0:.3f} of its attention ({where}) on the first token "
+            f"{tokens[0]!r}{mean}. Through the heads, that adds {ex.dla.sources[0]:+.3f} to the logit of "
+            f"{name(ex.target_id)!r} directly")
+    if ex.leave_one_out is None or i == 0:
+        return text + "."
+    others = [j for j in range(ex.n_sources) if j != i]
+    total = float(np.abs(ex.leave_one_out[others]).sum())
+    share = abs(float(ex.leave_one_out[0])) / total if total > 0 else 0.0
+    text += (f", and hiding the first token changes the logit by {ex.leave_one_out[0]:+.3f}: {share:.0%} of all "
+             f"the tokens' leave-one-out effects, against {a0:.0%} of the attention. ")
+    if a0 < 0.1:
+        return text + "This query puts little weight there: no sink here."
+    if share < a0 / 2:
+        return text + ("Much of that weight carries little to the prediction: a head with nothing useful to read "
+                       "parks its weight on the first token, whose value changes little (an \"attention sink\", "
+                       "Xiao et al. 2023).")
+    return text + "Here the first token carries about as much as its weight or more: it is read, not parked."
+
+
+def sum_check(ex: Explanation) -> str:
+    """"sources + other parts = logit", with the numbers and the parts by name."""
+    sources = float(ex.dla.sources.sum())
+    total = sources + ex.dla.other
+    parts = ", ".join(f"{component_name(k)} {v:+.4f}" for k, v in ex.dla.components.items())
+    return (f"Sum check: the sources' direct contributions {sources:.4f} + the other parts {ex.dla.other:.4f} = "
+            f"{total:.4f}; the model's logit is {ex.logit:.4f} (difference {abs(total - ex.logit):.1e}). "
+            f"Other parts: {parts}.")
+
+
+def disagreement_note(ex: Explanation, tokens: list[str]) -> str:
+    """Which tokens are marked, and the rule that marked them (Explanation.disagreements)."""
+    marked = ex.disagreements()
+    if ex.leave_one_out is None or ex.n_sources < 3:
+        return "Too few earlier tokens to compare attention with effect."
+    rule = ("◆ marks a token whose share of the attention and share of the leave-one-out effect differ by "
+            "0.25 or more")
+    if not marked:
+        return rule + ": none here."
+    return rule + ": " + ", ".join(f"{j} {tokens[j]!r}" for j in marked) + "."
+
+
+def entropy_rows(w: WhatIf, layer: int, head: int) -> np.ndarray:
+    """(T,) the attention-row entropies of one head under a what-if, in bits."""
+    return w.attn_entropy[layer, head] if w.attn_entropy.size else np.zeros(0)
+
+
+def plain_note(result: WhyResult, name: Name, describe: str) -> str:
+    """While heads are switched off: the prediction with them back on, against the one now."""
+    ex, plain = result.explanation, result.plain
+    if plain is None:
+        return ""
+    return (f"With {describe}: {name(ex.target_id)!r} p = {ex.prob:.3f} (logit {ex.logit:.3f}). With every head "
+            f"on: p = {plain.prob:.3f} (logit {plain.logit:.3f}), and the top token {name(plain.top_id)!r} "
+            f"p = {plain.top_prob:.3f}.")

@@ -1,0 +1,145 @@
+"""The Training panel's and the Train dialog's Qt-free parts: the log step axis, the slider's
+stops, following a --log-file, the dialog's choices checked with the command's own checks, and the
+cheap text check the command now runs before reading."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from explorer.core.train_log import TrainLog, duration
+from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
+                                       next_free_name, split_for_validation)
+from explorer.core.training_views import largest_changes, nearest_index, slider_stops, step_ticks, step_x
+from model import data
+from model.train_args import build_parser
+
+
+def test_the_log_axis_spaces_log_spaced_steps_evenly_and_keeps_step_0():
+    steps = [0, 1, 2, 4, 7, 13, 24, 45, 84, 159, 299, 563, 1062, 2000]
+    x = step_x(steps)
+    assert x[0] == 0 and x[1] == pytest.approx(np.log10(2))
+    gaps = np.diff(x[2:])
+    assert gaps.max() / gaps.min() < 1.4  # about even from step 2 on (a linear axis: 1,000 times)
+    assert [label for _, label in step_ticks(2000)] == ["0", "1", "3", "10", "30", "100", "300", "1,000"]
+    assert nearest_index(step_x(90), steps) == 8 and nearest_index(-1.0, steps) == 0
+    assert nearest_index(99.0, steps) == 13
+    with pytest.raises(ValueError):
+        nearest_index(0.0, [])
+
+
+def test_slider_stops_end_with_the_loaded_model_only_when_it_is_the_run_s():
+    stops = slider_stops([0, 5, 10], 10)
+    assert [(s.step, s.index) for s in stops] == [(0, 0), (5, 1), (10, 2), (10, -1)]
+    assert stops[1].label == "snapshot 2 of 3: step 5" and "the model you opened" in stops[-1].label
+    assert [s.index for s in slider_stops([0, 5], None)] == [0, 1]
+
+
+def test_largest_changes_orders_by_the_largest_absolute_change_anywhere():
+    d = np.zeros((3, 6))
+    d[0, 4], d[2, 1], d[1, 5], d[2, 2] = -0.5, 0.3, 0.3, 0.01
+    assert largest_changes(d, 3).tolist() == [4, 1, 5]  # ties by id
+    assert largest_changes(d, 99).shape == (6,) and largest_changes(np.zeros((0, 0)), 3).size == 0
+
+
+def _lines(*events) -> str:
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+def test_the_log_is_followed_through_partial_lines():
+    log = TrainLog()
+    text = _lines({"event": "start", "steps": 100, "tokens_per_step": 256, "out": "m.safetensors",
+                   "snapshot_dir": "m-snapshots"},
+                  {"event": "step", "step": 1, "loss": 8.0, "lr": 1e-3, "train_s": 0.5},
+                  {"event": "snapshot", "step": 1, "path": "m-snapshots/step-000001.safetensors"},
+                  {"event": "step", "step": 2, "loss": 7.0, "lr": 1e-3, "train_s": 1.0},
+                  {"event": "val", "step": 2, "val_loss": 7.5})
+    cut = len(text) - 10
+    assert [e["event"] for e in log.feed(text[:cut])] == ["start", "step", "snapshot", "step"]
+    assert [e["event"] for e in log.feed(text[cut:] + "not json\n")] == ["val"]
+    assert log.bad_lines == 1 and log.step == 2 and log.losses == [(1, 8.0), (2, 7.0)] and log.val == [(2, 7.5)]
+    assert log.snapshots == [(1, "m-snapshots/step-000001.safetensors")] and log.snapshot_dir == "m-snapshots"
+    assert log.tokens_per_s == pytest.approx(2 * 256 / 1.0)
+    assert log.seconds_left == pytest.approx(98 * 0.5)
+    assert log.summary() == ("step 2 of 100 · training loss 7.500 · validation loss 7.500 · 512 tokens/s · "
+                             "about 49 s left")
+    log.feed(_lines({"event": "end", "status": "interrupted", "step": 2, "out": "m.safetensors"}))
+    assert log.status == "interrupted" and "left" not in log.summary()
+    assert (duration(59.6), duration(200), duration(7322)) == ("1 min 00 s", "3 min 20 s", "2 h 02 min")
+
+
+@pytest.fixture
+def texts(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("\n<|endoftext|>\n".join(f"story {i} : the cat sat on the mat ." for i in range(20)),
+                     encoding="utf-8")
+    (tmp_path / "empty.txt").write_text(" \n\t\n", encoding="utf-8")
+    (tmp_path / "val.txt").write_text("the dog sat on the log .", encoding="utf-8")
+    return tmp_path
+
+
+def test_the_dialog_starts_from_the_command_s_defaults():
+    c = default_choice()
+    assert (c.n_layers, c.n_heads, c.d_model, c.context_length) == (1, 1, 128, 32)
+    assert c.steps == build_parser().get_default("steps") == 1000 and c.snapshots == 14
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"corpus": []}, "choose at least one training text file"),
+    ({"corpus": ["empty.txt"]}, "empty.txt: the file is empty (no text)"),
+    ({"corpus": ["missing.txt"]}, "missing.txt: no such file"),
+    ({"val": "train.txt"}, "is also a --corpus file: never validate on training text"),
+    ({"n_heads": 3, "d_model": 16}, "n_heads (3) must divide d_model (16)"),
+    ({"steps": 5, "snapshots": 9}, "--snapshots must be between 2 and steps + 1 (6), got 9"),
+    ({"out": "model.pt"}, "the name must end in .safetensors"),
+    ({"val": "empty.txt"}, "empty.txt: the file is empty (no text)"),
+])
+def test_bad_choices_are_explained_in_the_command_s_words(texts, change, message):
+    fields = {"corpus": ["train.txt"], "val": "val.txt", "out": "m.safetensors", **change}
+    for key in ("corpus", "val", "out"):
+        if isinstance(fields[key], list):
+            fields[key] = [str(texts / p) for p in fields[key]]
+        elif fields[key]:
+            fields[key] = str(texts / fields[key])
+    assert message in check(TrainChoice(**{**default_choice().__dict__, **fields}))
+    assert sorted(p.name for p in texts.iterdir()) == ["empty.txt", "train.txt", "val.txt"]  # nothing written
+
+
+def test_without_a_validation_file_a_tenth_of_the_stories_is_held_out(texts):
+    choice = TrainChoice(corpus=[str(texts / "train.txt")], val=None, out=str(texts / "m.safetensors"), steps=30,
+                         snapshots=4)
+    assert check(choice) == ""
+    train, val = held_out_paths(choice.out)
+    argv = command_args(choice, texts / "log.jsonl")
+    assert argv[:4] == ["--corpus", str(train), "--val", str(val)]
+    assert argv[argv.index("--snapshot-dir") + 1] == str(texts / "m-snapshots") and "--quiet" in argv
+    assert split_for_validation(choice.corpus, train, val) == (18, 2)
+    assert data.read_stories([val]) == ["story 18 : the cat sat on the mat .", "story 19 : the cat sat on the mat ."]
+    assert len(data.read_stories([train])) == 18
+    args = build_parser().parse_args(argv)  # what the process gets parses
+    assert args.corpus == [str(train)] and args.snapshots == 4
+    (texts / "m-snapshots").mkdir()
+    (texts / "m-snapshots" / "step-000000.safetensors").write_bytes(b"an earlier run's")
+    assert "already holds snapshots of an earlier run" in check(choice)
+    assert check(TrainChoice(**{**choice.__dict__, "snapshots": 0})) == ""
+    assert next_free_name(choice.out) == str(texts / "m-2.safetensors")  # m-snapshots exists
+    (texts / "m-2.safetensors").write_bytes(b"")
+    assert next_free_name(texts / "m-2.safetensors") == str(texts / "m-3.safetensors")
+
+
+def test_the_text_check_reads_only_the_start_and_names_the_fault(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok " * 10 + b"\xff")
+    with pytest.raises(data.CorpusError, match=r"bad.txt: not UTF-8 text \(byte 30\)"):
+        data.check_text_file(bad)
+    cut = tmp_path / "cut.txt"  # a character split across two reads is fine
+    cut.write_bytes(b" " * 7 + "é text".encode())
+    data.check_text_file(cut, chunk_bytes=8)
+    spaces = tmp_path / "spaces.txt"
+    spaces.write_bytes(b" \n" * 50)
+    with pytest.raises(data.CorpusError, match="the file is empty"):
+        data.check_text_file(spaces, chunk_bytes=8)
+    with pytest.raises(data.CorpusError, match="not a file"):
+        data.check_text_file(tmp_path)

@@ -1,0 +1,225 @@
+"""The Training panel: snapshots found and ordered, a slider step shows that snapshot in every
+panel (the same trace as opening its file, the selection kept), the curves and the difference it
+draws, another run's folder, and a run's snapshots streaming in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+
+from conftest import make_tiny_checkpoint
+from explorer.core.training_views import largest_changes, step_x
+from explorer_helpers import make_window
+from model import load_checkpoint, save_checkpoint
+from model.over_training import curves_over_training
+from model.snapshots import load_snapshots
+
+STEPS = {"c.safetensors": 0, "step-2.safetensors": 2, "b.safetensors": 10, "iter-30/ckpt.safetensors": 30}
+TEXT = "the cat sat on the mat . the dog"
+
+
+def _save(path: Path, ck, training: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(path, ck.model, ck.tokenizer, training=training)
+    return path
+
+
+@pytest.fixture
+def run(tmp_path, tiny_tokenizer):
+    """A final model (step 40) whose facts name its snapshot folder: four snapshots in a jumbled
+    layout and one of another shape."""
+    curve = [[0, 4.2], [10, 3.9], [40, 3.1]]
+    for i, (name, step) in enumerate(STEPS.items()):
+        _save(tmp_path / "run-snapshots" / name, make_tiny_checkpoint(tiny_tokenizer, seed=100 + i),
+              {"steps": step, "val_curve": curve[: 1 + (step >= 10)]})
+    _save(tmp_path / "run-snapshots" / "wide.safetensors", make_tiny_checkpoint(tiny_tokenizer, d_model=32), {"steps": 5})
+    return _save(tmp_path / "run.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=7),
+                 {"steps": 40, "snapshot_dir": "run-snapshots", "val_curve": curve})
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, run, dialogs):
+    w = make_window(qtbot, tmp_path, load_checkpoint(run))
+    w.session.set_text(TEXT)
+    w.docks["training"].raise_()
+    qtbot.waitUntil(w.panels["training"].is_shown, timeout=3000)
+    return w
+
+
+def test_snapshots_are_found_ordered_and_misfits_listed(window, run):
+    panel = window.panels["training"]
+    assert panel.source.view.steps == [0, 2, 10, 30]
+    assert [(s.step, s.index) for s in panel.stops] == [(0, 0), (2, 1), (10, 2), (30, 3), (40, -1)]
+    assert panel.slider.maximum() == 4 and panel.slider.value() == 4  # the loaded model is shown
+    assert "4 snapshots, steps 0 to 30" in panel.folder_label.text()
+    assert "wide.safetensors: d_model 32 where the model has 16" in panel.skipped_label.text()
+    assert panel.step_label.text() == "the model you opened (step 40)"
+
+
+def test_a_slider_step_shows_that_snapshot_s_trace_with_the_selection_kept(window, run, qtbot):
+    s, panel = window.session, window.panels["training"]
+    s.set_layer(1)
+    s.set_head(1)
+    s.set_position(3)
+    final_logits = s.trace.logits.copy()
+    panel.slider.setValue(2)
+    assert s.snapshot_step == 10 and s.loaded_checkpoint.path == run
+    assert (s.layer, s.head, s.position) == (1, 1, 3)
+    opened = load_checkpoint(run.parent / "run-snapshots" / "b.safetensors")
+    expected = opened.model.trace(s.encoding.ids)
+    np.testing.assert_array_equal(s.trace.logits, expected.logits)
+    for got, want in zip(s.trace.blocks, expected.blocks):
+        np.testing.assert_array_equal(got.attn_weights, want.attn_weights)
+    np.testing.assert_array_equal(window.panels["attention"].weights.data, expected.blocks[1].attn_weights[1])
+    assert "at training step 10" in window.windowTitle() and "Final model" in window.windowTitle()
+    assert "snapshot of step 10" in window.status.text()
+    assert panel.step_label.text() == "snapshot 3 of 4: step 10"
+    panel.slider.setFocus()
+    qtbot.keyClick(panel.slider, Qt.Key.Key_Right)
+    assert s.snapshot_step == 30
+    qtbot.keyClick(panel.slider, Qt.Key.Key_End)
+    assert s.snapshot_step is None and s.checkpoint is s.loaded_checkpoint
+    np.testing.assert_array_equal(s.trace.logits, final_logits)
+    assert "training step" not in window.windowTitle()
+    panel.prev_button.click()
+    assert s.snapshot_step == 30 and panel.final_button.isEnabled()
+    panel.final_button.click()
+    assert s.snapshot_step is None and panel.slider.value() == 4
+
+
+def test_the_curves_drawn_are_the_snapshots_values_and_a_click_picks_a_snapshot(window, run, qtbot):
+    s, panel = window.session, window.panels["training"]
+    view = panel.curves_view
+    snaps = load_snapshots(run.parent / "run-snapshots", reference=s.checkpoint)
+    want = curves_over_training(snaps, s.encoding.ids, val_curve=snaps.val_curve)
+    x, loss = view.text_curve.getData()
+    np.testing.assert_allclose(x, step_x([0, 2, 10, 30]))
+    np.testing.assert_allclose(loss, want.loss_on_text)
+    # the loss of one snapshot, from its own trace: the mean -ln p of each next token
+    trace = snaps[1].model.trace(s.encoding.ids)
+    ids = trace.token_ids
+    np.testing.assert_allclose(loss[1], -np.mean(np.log(trace.probs[np.arange(len(ids) - 1), ids[1:]])), rtol=1e-5)
+    np.testing.assert_allclose(view.target_curve.getData()[1], want.target_prob)
+    np.testing.assert_allclose(view.mass_curves["prev"].getData()[1], want.attn_prev[:, 0, 0])
+    np.testing.assert_allclose(view.val_curve.getData()[1], [4.2, 3.9, 3.1])
+    assert view.changes.data.size == int(want.top1_changed.sum())
+    s.set_layer(1)
+    s.set_head(1)
+    np.testing.assert_allclose(view.entropy_curve.getData()[1], want.attn_entropy[:, 1, 1])
+    assert view.lines[0].value() == pytest.approx(step_x(40))
+    vb = view.loss.getViewBox()
+    scene = vb.mapViewToScene(QPointF(float(step_x(2)), 1.0))
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.mapFromScene(scene))
+    assert s.snapshot_step == 2 and view.lines[0].value() == pytest.approx(step_x(2))
+    s.set_position(2)  # the curves follow the selected position
+    moved = curves_over_training(snaps, s.encoding.ids, position=2)
+    np.testing.assert_allclose(view.target_curve.getData()[1], moved.target_prob)
+
+
+def test_the_difference_is_the_later_minus_the_earlier_snapshot(window, run):
+    s, panel = window.session, window.panels["training"]
+    panel.tabs.setCurrentWidget(panel.difference)
+    diff = panel.difference
+    assert diff.earlier.currentText() == "step 0" and diff.later.currentText() == "step 30"
+    diff.earlier.setCurrentIndex(1)
+    folder = run.parent / "run-snapshots"
+    early, late = (load_checkpoint(folder / n).model.trace(s.encoding.ids)
+                   for n in ("step-2.safetensors", "iter-30/ckpt.safetensors"))
+    weights = late.blocks[0].attn_weights[0] - early.blocks[0].attn_weights[0]
+    shown = diff.attn.data
+    np.testing.assert_allclose(shown[~np.isnan(shown)], weights[early.blocks[0].attn_mask], atol=1e-6)
+    assert np.isnan(shown[0, 1]) and diff.attn.levels == pytest.approx((-np.abs(weights).max(), np.abs(weights).max()))
+    probs = late.probs - early.probs
+    np.testing.assert_allclose(diff.probs.data, probs[:, largest_changes(probs, 12)], atol=1e-6)
+    assert diff.attn.bar.colorMap().name == "CET-D1A"  # diverging
+
+
+def test_another_run_s_folder_opens_its_last_snapshot(window, tmp_path, tiny_tokenizer, dialogs):
+    other = tmp_path / "other"
+    for step in (0, 3, 9):
+        _save(other / f"s{step}.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=step, d_model=8), {"steps": step})
+    dialogs.files.append(str(other))
+    window._on_open_snapshots_triggered()
+    s, panel = window.session, window.panels["training"]
+    assert panel.source.view.steps == [0, 3, 9] and panel.source.view.reference is None
+    assert s.config.d_model == 8 and s.checkpoint.path.name == "s9.safetensors"
+    assert [st.index for st in panel.stops] == [0, 1, 2]  # no "model you opened" stop: it is another run's
+    panel.slider.setValue(0)
+    assert s.snapshot_step == 0 and s.loaded_checkpoint.path.name == "s9.safetensors"
+
+
+def test_a_run_s_snapshots_stream_in(window, tmp_path, tiny_tokenizer):
+    panel, folder = window.panels["training"], tmp_path / "live-snapshots"
+    panel.follow_folder(folder)
+    assert panel.source.following and "Waiting for the run's first snapshot" in panel.folder_label.text()
+    _save(folder / "step-000000.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=1), {"steps": 0})
+    panel.source._look_again()  # what its timer does every second
+    assert panel.source.view.steps == [0] and panel.stops[-1].index == 0
+    _save(folder / "step-000005.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=2), {"steps": 5})
+    panel.source._look_again()
+    assert panel.source.view.steps == [0, 5] and panel.slider.maximum() == 1
+    assert "a run still writing" in panel.folder_label.text()
+
+
+def test_show_snapshot_takes_only_the_loaded_model_s_shape_and_vocabulary(qtbot, tiny_tokenizer):
+    from explorer.qt.session import Session
+
+    s = Session(compute_mode="sync")
+    with pytest.raises(ValueError, match="no model is loaded"):
+        s.show_snapshot(None)
+    s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))
+    s.set_text(TEXT)
+    with pytest.raises(ValueError, match="another shape or vocabulary"):
+        s.show_snapshot(make_tiny_checkpoint(tiny_tokenizer, d_model=32), 5)
+    with pytest.raises(ValueError, match="with its training step"):
+        s.show_snapshot(make_tiny_checkpoint(tiny_tokenizer, seed=5))
+    changed = []
+    s.sig_model_changed.connect(lambda: changed.append(s.trace))
+    snap = make_tiny_checkpoint(tiny_tokenizer, seed=5)
+    s.show_snapshot(snap, 5)
+    assert s.checkpoint is snap and s.snapshot_step == 5 and changed[0] is s.trace  # in place already
+    np.testing.assert_array_equal(s.trace.logits, snap.model.trace(s.encoding.ids).logits)
+    s.show_snapshot(snap, 5)
+    assert len(changed) == 1  # the same again: nothing
+    s.show_snapshot(None)
+    assert s.checkpoint is s.loaded_checkpoint and s.snapshot_step is None
+
+
+def test_play_steps_through_to_the_model_you_opened(window, qtbot):
+    s, panel = window.session, window.panels["training"]
+    panel._player.setInterval(5)
+    panel.slider.setValue(1)
+    seen = []
+    s.sig_model_changed.connect(lambda: seen.append(s.snapshot_step))
+    panel.play_button.click()
+    assert panel.play_button.text() == "Pause"
+    qtbot.waitUntil(lambda: not panel.play_button.isChecked(), timeout=5000)
+    assert seen == [10, 30, None] and panel.slider.value() == 4 and panel.play_button.text() == "Play"
+    panel.play_button.click()  # from the end: starts again at the first snapshot
+    assert s.snapshot_step == 0
+    panel.play_button.click()
+
+
+def test_the_command_line_shows_a_step(monkeypatch, tmp_path, run, qapp, tiny_tokenizer, capsys):
+    import explorer.app as app_module
+
+    seen = []
+
+    def checked_render(widget, size, out, app):
+        widget.resize(*size)
+        widget.show()
+        for _ in range(3):
+            app.processEvents()
+        s = widget.session
+        seen.append((s.snapshot_step, s.trace.n_tokens, widget.panels["training"].is_shown()))
+
+    monkeypatch.setattr(app_module, "_render", checked_render)
+    args = [str(run), "--text", "the cat sat", "--screenshot", str(tmp_path / "x.png"), "--step", "12"]
+    assert app_module.main(args) == 0
+    assert seen == [(10, 3, True)]  # the last snapshot at or before step 12
+    lone = _save(tmp_path / "lone.safetensors", make_tiny_checkpoint(tiny_tokenizer), {"steps": 3})
+    assert app_module.main([str(lone), "--screenshot", str(tmp_path / "y.png"), "--step", "1"]) == 0
+    assert "--step 1: No training snapshots found for lone" in capsys.readouterr().err

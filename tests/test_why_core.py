@@ -1,0 +1,106 @@
+"""The Why panel's Qt-free part (explorer/core/why.py) and the session's model seen through its
+interventions (model.interventions.WithInterventions): numbers equal explain()'s, sentences carry them."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from explain_models import IDS, family_model
+from explorer.core import why
+from model import load_checkpoint
+from model.explain import explain, what_if
+from model.interventions import Interventions, WithInterventions
+
+DEFAULT = Path(__file__).resolve().parents[1] / "assets" / "tinystories-1L1H.safetensors"
+EXAMPLE = "one day the boy wanted to play in the sun and"
+
+
+@pytest.fixture(scope="module")
+def default():
+    return load_checkpoint(DEFAULT)
+
+
+def test_the_worked_example_of_the_readme_comes_from_the_numbers(default):
+    ids = default.tokenizer.encode(EXAMPLE).ids
+    tokens = [default.tokenizer.display(i) for i in ids]
+    result = why.why_job(default, why.WhyRequest(default.model.trace(ids), len(ids) - 1, None, 0, tokens=tuple(tokens)))
+    ex = result.explanation
+    assert default.tokenizer.display(ex.target_id) == "play"
+    text = why.summary(ex, tokens, default.tokenizer.display)
+    assert "'play' p = 0.117 (logit 5.887)" in text
+    assert "'sun' gets the most attention (0.260), yet hiding it lowers the logit by 0.060" in text
+    assert "'play' gets 0.074 of the attention, and hiding it lowers the logit by 1.247, 21 times as much" in text
+    assert ex.dla.sources[6] == pytest.approx(0.128, abs=5e-4)
+    assert ex.dla.components["blocks.0.mlp"] == pytest.approx(5.862, abs=5e-4)
+    assert "MLP L0 +5.8623" in why.sum_check(ex) and "(difference" in why.sum_check(ex)
+    sink = why.sink_paragraph(ex, tokens, default.tokenizer.display)
+    assert f"puts {ex.attention[0, 0, 0]:.3f} of its attention" in sink and "no sink here" in sink
+    assert f"{ex.first_token_mean:.3f} on average" in sink
+    assert ex.disagreements() == [6, 9]
+    assert "6 'play', 9 'sun'" in why.disagreement_note(ex, tokens)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neo"])
+def test_the_job_is_explain_and_the_what_ifs(family):
+    model = family_model(family)
+    ckpt = type("Ckpt", (), {"model": model})()
+    tr = model.trace(IDS)
+    r = why.why_job(ckpt, why.WhyRequest(tr, 5, 3, 1, temperature=0.5))
+    ref = explain(model, tr, 5, 3, head=1)
+    np.testing.assert_array_equal(r.explanation.dla.sources, ref.dla.sources)
+    np.testing.assert_array_equal(r.explanation.leave_one_out, ref.leave_one_out)
+    assert [w.knob for w in r.what_ifs][0] == "baseline" and r.plain is None
+    assert r.what_ifs[0].target_prob == pytest.approx(float(tr.probs[5, 3]))
+    np.testing.assert_allclose(r.what_ifs[0].attn_entropy, what_if(model, tr, 5, 3).attn_entropy, atol=1e-9)
+    scaled = model.config.scale_scores
+    assert r.what_ifs[1].knob == ("no 1/√d_head" if scaled else "with 1/√d_head")
+    assert r.what_ifs[1].target_prob == pytest.approx(what_if(model, tr, 5, 3, scale_scores=not scaled).target_prob)
+    assert r.what_ifs[2].knob == "τ = 0.5"
+    assert r.what_ifs[2].target_prob == pytest.approx(what_if(model, tr, 5, 3, temperature=0.5).target_prob)
+    assert r.what_ifs[3].knob == "causal mask off"
+
+
+def test_while_heads_are_off_the_job_also_gives_the_plain_prediction():
+    model = family_model("gpt2")
+    off = Interventions(ablate=[(1, 0)])
+    tr = model.trace(IDS, interventions=off)
+    r = why.why_job(type("Ckpt", (), {"model": model})(), why.WhyRequest(tr, 6, None, 0))
+    plain = model.trace(IDS)
+    assert r.plain.logit == pytest.approx(float(plain.logits[6, r.explanation.target_id]))
+    assert r.plain.top_id == int(np.argmax(plain.logits[6]))
+    assert r.explanation.logit == pytest.approx(float(tr.logits[6, r.explanation.target_id]))
+    note = why.plain_note(r, str, off.describe())
+    assert "heads off: L1H0" in note and f"{r.plain.prob:.3f}" in note
+
+
+def test_toggling_a_head_switches_it_off_and_back_on():
+    iv = why.toggled_head(Interventions(), 1, 0)
+    assert iv.ablate == ((1, 0),)
+    assert why.toggled_head(why.toggled_head(iv, 0, 1), 1, 0).ablate == ((0, 1),)
+    assert why.toggled_head(iv, 1, 0).changes_nothing
+
+
+def test_stage_titles_and_component_names():
+    assert why.stage_title("x", "learned") == "embeddings e + p" and why.stage_title("x", "rope") == "embeddings e"
+    assert why.stage_title("blocks.2.resid_mid", "learned") == "+ attention L2"
+    assert why.stage_title("blocks.2.resid_post", "learned") == "+ MLP L2"
+    assert why.component_name("blocks.1.attn.b_O") == "W_O's bias L1" and why.component_name("tok_emb").startswith("token")
+
+
+def test_the_estimate_of_passes_grows_with_the_sources_and_the_ablation():
+    assert why.job_passes(1, 32, False) < why.job_passes(32, 32, False) < why.job_passes(32, 32, True)
+
+
+def test_the_model_seen_through_interventions_applies_them_unless_others_are_given():
+    model = family_model("llama")
+    off = Interventions(ablate=[(0, 1)])
+    seen = WithInterventions(model, off)
+    np.testing.assert_array_equal(seen.trace(IDS).logits, model.trace(IDS, interventions=off).logits)
+    assert seen.trace(IDS).interventions == off
+    np.testing.assert_array_equal(seen.trace(IDS, interventions=Interventions()).logits, model.trace(IDS).logits)
+    with torch.no_grad():
+        np.testing.assert_allclose(seen(torch.tensor(IDS)).numpy(), model.trace(IDS, interventions=off).logits,
+                                   atol=1e-6)
+    assert seen.config is model.config and seen.blocks is model.blocks
