@@ -73,7 +73,11 @@ def test_a_slider_step_shows_that_snapshot_s_trace_with_the_selection_kept(windo
     np.testing.assert_array_equal(s.trace.logits, expected.logits)
     for got, want in zip(s.trace.blocks, expected.blocks):
         np.testing.assert_array_equal(got.attn_weights, want.attn_weights)
+    window.docks["attention"].raise_()  # tabbed with the Training panel: drawn when it comes forward
+    qtbot.waitUntil(window.panels["attention"].is_shown, timeout=3000)
     np.testing.assert_array_equal(window.panels["attention"].weights.data, expected.blocks[1].attn_weights[1])
+    window.docks["training"].raise_()
+    qtbot.waitUntil(panel.is_shown, timeout=3000)
     assert "at training step 10" in window.windowTitle() and "Final model" in window.windowTitle()
     assert "snapshot of step 10" in window.status.text()
     assert panel.step_label.text() == "snapshot 3 of 4: step 10"

@@ -277,8 +277,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
     def _show_bar_menu(self, rank: int, where) -> None:
         name = token_label(self.token_name(int(self.top.ids[rank])), 20)
         self.bar_menu = menu = QMenu(self)
-        where = self.click_action.removeprefix("insert ")  # "after 'time'", as the note under the bars says
-        menu.addAction(f"Append {name!r} to the text" if self.click_action == "append" else f"Insert {name!r} {where}",
+        after = self.click_action.removeprefix("insert ")  # "after 'time'", as the note under the bars says
+        menu.addAction(f"Append {name!r} to the text" if self.click_action == "append" else f"Insert {name!r} {after}",
                        lambda: self.append(rank))
         menu.addAction(f"Explain {name!r} (Why panel)", lambda: self.explain(rank))
         menu.popup(where)
