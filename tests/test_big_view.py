@@ -160,7 +160,9 @@ def test_the_wheel_zooms_around_the_pointer_and_labels_appear_as_they_fit(big_he
         _wheel(hm, at, 1)  # zoom in around row 300, column 700
     y0, y1, x0, x1 = hm.zoom.view()
     assert y1 - y0 < 40 and x1 - x0 < 40  # a few dozen cells in view
-    assert y0 <= 300.5 <= y1 and x0 <= 700.5 <= x1  # around the pointer
+    # Around the pointer: within a cell or two, as the column labels lie flat once they fit across
+    # their columns (the top axis gets lower and the view taller: the plot moves a few pixels).
+    assert y0 - 2 <= 300.5 <= y1 + 2 and x0 - 2 <= 700.5 <= x1 + 2
     assert len(left._tickLevels[0]) == N  # every row labelled, ...
     drawn = _labels_drawn(left)
     in_view = [f"{i} w{i}" for i in range(int(np.ceil(y0)), int(y1))]
