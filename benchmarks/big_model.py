@@ -1,6 +1,7 @@
 """A GPT-2-small-sized checkpoint (random weights, written in our format here): open time, model
-time per update, prefix reuse (:mod:`benchmarks.prefix_reuse`), and the longest stall of the GUI
-event loop while typing and on a long paste."""
+time per update, prefix reuse (:mod:`benchmarks.prefix_reuse`), keystroke to painted window at the
+end of a 512-token text, and the longest stall of the GUI event loop while typing and on a long
+paste."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 
 from benchmarks import prefix_reuse
 from benchmarks.common import settle
-from benchmarks.keystroke import WORDS
+from benchmarks.keystroke import WORDS, text_of
 from model import GPT, GPTConfig, save_checkpoint
 from model.tokenizer import UNK, EOT, word_tokenizer_from_vocab
 
@@ -137,6 +138,63 @@ def paste_stall(app, window, n_words: int = 1100, heartbeat_ms: int = 5) -> dict
     }
 
 
+def keystroke_t512(app, window, edits: int = 30, warmup: int = 4, heartbeat_ms: int = 5) -> dict:
+    """Keystroke to painted window at the end of a 512-token text: median and 95th percentile ms
+    of ``edits`` key presses (a letter added to the last word, then Backspace, so that T stays
+    512), each timed from the key press until the trace of the new text is shown, every paced
+    panel and token chip is drawn and the paints are done; and the longest gap between ticks of a
+    ``heartbeat_ms`` timer meanwhile (the GUI's longest stall). The first ``warmup`` edits are not
+    counted (the first edit of a shown row allocates the second row buffer, :mod:`model.reuse`)."""
+    from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtGui import QTextCursor
+    from PySide6.QtTest import QTest
+
+    from explorer.qt.panels.lazy import Pacer
+
+    session, tokens_panel = window.session, window.panels["tokens"]
+    pacer = Pacer.of(session)
+    editor = tokens_panel.editor
+    editor.setPlainText(text_of(512))
+    editor.moveCursor(QTextCursor.MoveOperation.End)
+    editor.setFocus()
+
+    def drawn(serial) -> bool:
+        return (session.trace_serial != serial and not session.busy and not pacer.pending
+                and not tokens_panel.chips_pending)
+
+    _wait(app, lambda: drawn(None), 300)
+    beats: list[float] = []
+    heartbeat = QTimer()
+    heartbeat.setInterval(heartbeat_ms)
+    heartbeat.timeout.connect(lambda: beats.append(time.perf_counter()))
+    times = []
+    for i in range(warmup + edits):
+        if i == warmup:
+            heartbeat.start()
+            beats.clear()
+        serial = session.trace_serial
+        t0 = time.perf_counter()
+        QTest.keyClick(editor, Qt.Key.Key_S if i % 2 == 0 else Qt.Key.Key_Backspace)
+        _wait(app, lambda s=serial: drawn(s), 120)
+        settle(app)
+        times.append((time.perf_counter() - t0) * 1e3)
+    heartbeat.stop()
+    assert session.trace.n_tokens == 512, "the edits changed T"
+    gaps = np.diff(beats) * 1e3
+    ms = np.asarray(times[warmup:])
+    return {"big_model_keystroke_ms_t512": float(np.median(ms)),
+            "big_model_keystroke_ms_p95_t512": float(np.percentile(ms, 95)),
+            "big_model_keystroke_max_stall_ms_t512": float(gaps.max()) if gaps.size else float("nan")}
+
+
+def _wait(app, done, limit_s: float) -> None:
+    """Process events until ``done()`` (or ``limit_s`` seconds)."""
+    t_end = time.perf_counter() + limit_s
+    while not done() and time.perf_counter() < t_end:
+        app.processEvents()
+        time.sleep(0.0005)
+
+
 def _expected(session, text: str) -> tuple[list[int], list[str]]:
     enc = session.tokenizer.encode(text)
     return list(enc.ids), list(enc.tokens)
@@ -152,8 +210,8 @@ def _shows(session, text: str, expected: tuple[list[int], list[str]] | None = No
 
 
 def measure(app, window, quick: bool) -> dict[str, float]:
-    """Open time, model ms at 32/256/512/1024 tokens, prefix reuse and the typing stall for the
-    GPT-2-small-sized model."""
+    """Open time, model ms at 32/256/512/1024 tokens, prefix reuse, keystroke at T = 512 and the
+    typing and paste stalls for the GPT-2-small-sized model."""
     with tempfile.TemporaryDirectory() as tmp:
         path = write_checkpoint(Path(tmp))
         t0 = time.perf_counter()
@@ -170,6 +228,7 @@ def measure(app, window, quick: bool) -> dict[str, float]:
     out["big_model_full_ms_t512"] = model_ms(model, 512, reps=1 if quick else 3)
     out.update(prefix_reuse.measure(model, window.session.tokenizer, quick))
     gc.collect()
+    out.update(keystroke_t512(app, window, edits=10 if quick else 30))
     text = "once upon a time there was a little girl named lily"[:50]
     out.update(typing_stall(app, window, text))
     out.update(paste_stall(app, window))

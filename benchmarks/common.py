@@ -38,10 +38,11 @@ def offscreen_app():
 
 def new_window(size: tuple[int, int] = (1400, 900)):
     """A shown MainWindow with the default layout, its settings in a temporary file, dialogs muted,
-    in a process set up as the app sets up its own (glibc's mmap threshold pinned)."""
+    in a process set up as the app sets up its own (glibc's mmap threshold pinned, the start-up's
+    objects frozen out of the garbage collector's sight)."""
     from PySide6.QtCore import QSettings
 
-    from explorer.app import pin_malloc_threshold
+    from explorer.app import freeze_startup_objects, pin_malloc_threshold
     from explorer.qt import dialogs
     from explorer.qt.main_window import MainWindow
 
@@ -55,6 +56,7 @@ def new_window(size: tuple[int, int] = (1400, 900)):
     window.resize(*size)
     window.show()
     app.processEvents()
+    freeze_startup_objects()
     return app, window
 
 

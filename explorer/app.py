@@ -15,6 +15,7 @@ import time
 _T0 = time.perf_counter()
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -48,6 +49,19 @@ def pin_malloc_threshold(nbytes: int = MMAP_THRESHOLD) -> bool:
         return False
     m_mmap_threshold = -3  # glibc's malloc.h
     return bool(mallopt(m_mmap_threshold, int(nbytes)))
+
+
+def freeze_startup_objects() -> None:
+    """Put every object made so far (modules, torch, Qt, the window, the model) out of the cyclic
+    garbage collector's sight (``gc.freeze``): they live as long as the app.
+
+    Python collects its oldest generation now and then, visiting every object it tracks: in the app
+    with a model open that is about 230,000 objects, 100 to 250 ms during which the window does not
+    respond (a stall in the middle of typing or of drawing a pasted text). After the freeze a full
+    collection visits only what was made since: about a millisecond.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -242,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         window.docks["training"].raise_()
         _show_step(window.panels["training"], args.step)
     window.statusBar().clearMessage()
+    freeze_startup_objects()
     if args.startup_time:
         app.processEvents()
         print(f"window shown after {shown:.2f} s, model loaded and drawn after "

@@ -137,12 +137,21 @@ class RowStore:
         kind = self.kinds[name]
         if t.dtype != torch.bool and t.dtype != torch.float32:
             t = t.float()
-        a = t.detach().cpu().numpy()
-        stop = start + a.shape[-2 if kind in (HEADS, SQUARE) else 0]
+        t = t.detach().cpu()
+        stop = start + t.shape[-2 if kind in (HEADS, SQUARE) else 0]
         buf = self.bufs[name]
-        _rows(kind, buf, start, stop, a.shape[-1] if kind in (SQUARE, MASK) else None)[...] = a
-        if kind in (SQUARE, MASK):
-            _rows(kind, buf, start, stop)[..., a.shape[-1]:] = 0
+        dst = _rows(kind, buf, start, stop, t.shape[-1] if kind in (SQUARE, MASK) else None)
+        if kind in (HEADS, SQUARE):
+            # A few rows of every head touch a page per head, each maybe never touched before: a
+            # torch copy releases the GIL while the pages fault in (a numpy copy this small held
+            # it: the GUI thread stood still ~140 ms per call with a new GPT-2-sized store).
+            torch.from_numpy(dst).copy_(t)
+            if kind == SQUARE:
+                torch.from_numpy(_rows(kind, buf, start, stop)[..., t.shape[-1]:]).zero_()
+            return
+        dst[...] = t.numpy()
+        if kind == MASK:
+            _rows(kind, buf, start, stop)[..., t.shape[-1]:] = False
 
     def view(self, name: str, T: int) -> np.ndarray:
         """A read-only view of rows (and, for attention maps, columns) 0..T-1."""
@@ -164,8 +173,8 @@ class KVSlot:
         """Store the new positions' k, v (1, n_kv_heads, T_new, d_head); return every position's,
         (1, n_kv_heads, start + T_new, d_head) each, as views of the store."""
         stop = self.start + k.shape[2]
-        self._k[:, self.start:stop] = k[0].numpy()
-        self._v[:, self.start:stop] = v[0].numpy()
+        torch.from_numpy(self._k[:, self.start:stop]).copy_(k[0])  # torch: the GIL is free while pages fault in
+        torch.from_numpy(self._v[:, self.start:stop]).copy_(v[0])
         return (torch.from_numpy(self._k[:, :stop]).unsqueeze(0),
                 torch.from_numpy(self._v[:, :stop]).unsqueeze(0))
 

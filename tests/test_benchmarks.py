@@ -18,8 +18,8 @@ REQUIRED = [
     "keystroke_paint_ms_median_t32", "big_model_ms_t1024", "big_model_open_s", "explain_ms_t32",
     "explain_loo_ms_t32", "big_model_paste_max_stall_ms",
     "big_model_append_ms_t512", "big_model_full_ms_t512", "big_model_trace_mb_t1024",
-    "big_model_memory_growth_mb_200_edits", "snapshot_step_ms_median", "keystroke_ms_median_t32_why",
-    "why_drawn_ms_median_t32",
+    "big_model_memory_growth_mb_200_edits", "big_model_keystroke_ms_t512", "big_model_keystroke_max_stall_ms_t512",
+    "snapshot_step_ms_median", "keystroke_ms_median_t32_why", "why_drawn_ms_median_t32",
 ]
 
 

@@ -75,7 +75,8 @@ def test_typing_updates_every_panel_with_the_trace(qtbot, window, tiny_checkpoin
     s = type_text(qtbot, window, "the cat sat on")
     expected = tiny_checkpoint.model.trace(tiny_checkpoint.tokenizer.encode("the cat sat on").ids)
     assert s.tokens == ["the", "cat", "sat", "on"]
-    np.testing.assert_array_equal(s.trace.logits, expected.logits)
+    # typed key by key: each trace reused the rows of the one before (equal up to float rounding)
+    np.testing.assert_allclose(s.trace.logits, expected.logits, rtol=0, atol=1e-5)
     labels = axis_labels(s.tokens)
     emb = show_panel(window, "embeddings").heatmaps
     for key, arr in (("e", expected.tok), ("p", expected.pos), ("x", expected.x)):

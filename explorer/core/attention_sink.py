@@ -57,8 +57,12 @@ class SinkFacts:
         return self.mean_weight > SINK_FACTOR * self.even_weight
 
 
-def sink_facts(trace: Trace, layer: int, head: int) -> SinkFacts | None:
-    """The first-token facts of one head; None when T < 2 or the weights are not all numbers."""
+def sink_facts(trace: Trace, layer: int, head: int, scores: np.ndarray | None = None) -> SinkFacts | None:
+    """The first-token facts of one head; None when T < 2 or the weights are not all numbers.
+
+    ``scores``: the head's (T, T) attn_scores when the caller has them already (else they are
+    computed for this head alone, :meth:`model.records.LayerTrace.head_attn_scores`).
+    """
     if trace.n_tokens < 2:
         return None
     lt = trace.blocks[layer]
@@ -67,10 +71,13 @@ def sink_facts(trace: Trace, layer: int, head: int) -> SinkFacts | None:
         return None
     allowed = np.asarray(lt.attn_mask, dtype=bool)[1:]  # True = may attend
     seen = np.maximum(allowed.sum(axis=1), 1)
-    scores = np.asarray(lt.attn_scores[head], dtype=np.float64)[1:]
+    scores = np.asarray(lt.head_attn_scores(head) if scores is None else scores, dtype=np.float64)[1:]
     others = allowed.copy()
     others[:, 0] = False
-    gaps = [scores[i, 0] - scores[i, others[i]].mean() for i in range(len(w)) if allowed[i, 0] and others[i].any()]
+    n_others = others.sum(axis=1)
+    rows = allowed[:, 0] & (n_others > 0)  # queries that see the first token and another key
+    others_mean = np.where(others, scores, 0.0).sum(axis=1) / np.maximum(n_others, 1)
+    gaps = (scores[:, 0] - others_mean)[rows]
     v = np.asarray(lt.v[lt.kv_head(head)], dtype=np.float64)  # (T, d_head)
     norms = np.linalg.norm(v, axis=1)  # (T,)
     parts = w * norms[None, :]  # ‖a_ij v_j‖ (T-1, T)
@@ -79,7 +86,7 @@ def sink_facts(trace: Trace, layer: int, head: int) -> SinkFacts | None:
     return SinkFacts(
         layer=layer, head=head, n_queries=len(w), mean_weight=float(w[:, 0].mean()),
         even_weight=float(np.mean(allowed[:, 0] / seen)), over_half=int((w[:, 0] > 0.5).sum()),
-        score_gap=float(np.mean(gaps)) if gaps else float("nan"), v_norm_first=float(norms[0]),
+        score_gap=float(gaps.mean()) if gaps.size else float("nan"), v_norm_first=float(norms[0]),
         v_norm_others=float(norms[1:].mean()), output_share=float(share.mean()))
 
 

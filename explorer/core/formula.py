@@ -282,7 +282,7 @@ def attention_steps(trace, layer: int, head: int, position: int, facts: LayerFac
     weights = exps / norm
     weighted_v = weights[:, None] * v  # (n_keys, d_head)
     out = weighted_v.sum(axis=0)  # (d_head,)
-    trace_out = np.asarray(blk.head_out[head, i])
+    trace_out = np.array(blk.head_out[head, i])  # a copy: a view would keep the trace's buffers alive
     diff = float(np.max(np.abs(out - trace_out)))
     group = n_heads // blk.k.shape[0]
     rope = facts is not None and facts.rope_angles is not None

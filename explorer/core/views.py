@@ -7,6 +7,7 @@ i-th token (query) and is drawn at the top when i = 0.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,7 @@ def masked_as_nan(scores: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=8192)  # every panel labels every token on every keystroke (T = 1,024: 4,000 calls)
 def token_label(token: str, limit: int = 12) -> str:
     """A short, visible label for an axis tick or chip: whitespace shown, long tokens cut.
 
@@ -180,52 +182,8 @@ def attention_views(trace: Trace, layer: int, head: int) -> dict[str, np.ndarray
     Any other non-finite score (an overflow) is NaN in ``scores`` too, but not ``masked``.
     """
     lt = trace.blocks[layer]
-    raw = lt.attn_scores[head]
+    raw = lt.head_attn_scores(head)  # this head's only (a trace that reused rows computes scores on demand)
     return {"scores": masked_as_nan(raw), "weights": lt.attn_weights[head], "masked": ~lt.attn_mask}  # True = may attend
-
-
-def max_pooled(weights: np.ndarray, cell: int) -> np.ndarray:
-    """A (T, T) matrix shrunk to at most (cell, cell) by taking the maximum of blocks.
-
-    Exact when T <= cell. For a thumbnail of attention weights the block maximum keeps the
-    strong links visible (a block mean would fade towards 1/T as T grows).
-
-    Returns
-    -------
-    (min(T, cell), min(T, cell)) float32 array.
-    """
-    w = np.asarray(weights, dtype=np.float32)
-    n = w.shape[0]
-    if n <= cell:
-        return w
-    starts = (np.arange(cell) * n) // cell  # strictly increasing since cell < n
-    return np.maximum.reduceat(np.maximum.reduceat(w, starts, axis=0), starts, axis=1)
-
-
-def head_mosaic(trace: Trace, cell: int = 48, gap: int = 2) -> np.ndarray:
-    """Every head's attention weights tiled into one image: rows = layers, columns = heads.
-
-    Parameters
-    ----------
-    trace : Trace
-    cell : int
-        Largest side of one head's tile (see :func:`max_pooled`).
-    gap : int
-        Blank (NaN) pixels between tiles.
-
-    Returns
-    -------
-    (n_layers * (s + gap) - gap, n_heads * (s + gap) - gap) float32, s = min(T, cell); tile
-    (l, h) starts at row l * (s + gap), column h * (s + gap). Values in [0, 1], gaps NaN.
-    """
-    n_layers, n_heads = len(trace.blocks), trace.blocks[0].attn_weights.shape[0]
-    s = min(trace.n_tokens, cell)
-    step = s + gap
-    out = np.full((n_layers * step - gap, n_heads * step - gap), np.nan, dtype=np.float32)
-    for layer, lt in enumerate(trace.blocks):
-        for head in range(n_heads):
-            out[layer * step:layer * step + s, head * step:head * step + s] = max_pooled(lt.attn_weights[head], cell)
-    return out
 
 
 def head_names(trace: Trace) -> list[str]:

@@ -10,7 +10,8 @@ from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QMenu, QWidget
 
-from explorer.core.export import attention_csv_bytes, attention_csv_rows, write_attention_csv, write_trace_npz
+from explorer.core.export import (attention_csv_bytes, attention_csv_rows, trace_npz_bytes, write_attention_csv,
+                                  write_trace_npz)
 from explorer.qt import dialogs
 from explorer.qt.background import run_with_progress
 from explorer.qt.stored import read_folder
@@ -120,7 +121,7 @@ class ExportMenu:
     def _on_npz(self) -> None:
         if self._needs_trace():
             s = self.window.session
-            size = sum(a.nbytes for _, a in s.trace.named())
+            size = trace_npz_bytes(s.trace)  # computes nothing (scores, probs) on this thread
             self._export_trace("Export Trace", ".npz", "NumPy archives (*.npz)", "the trace",
                                f"every tensor of the trace, {_megabytes(size)}", size, write_trace_npz)
 

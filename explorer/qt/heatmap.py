@@ -3,8 +3,9 @@ says what its numbers are, hover readout, clicks, and outlines for the pinned an
 
 The image item reads arrays row-major (``data[row, col]``) and the view's y axis is inverted, so
 the matrix appears as printed: ``data[0, 0]`` in the top-left corner. Every update changes the
-existing items in place; view ranges are fixed to the data (no auto-range). Colours of the
-ground, the labels and the titles come from the palette (:mod:`explorer.qt.theme`).
+existing items in place; view ranges are fixed to the data (no auto-range), and the mouse zooms
+and pans them (:mod:`explorer.qt.zoom`; labels follow what is in view). Colours of the ground,
+the labels and the titles come from the palette (:mod:`explorer.qt.theme`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from explorer.qt import theme
-from explorer.qt.plot_items import LabelAxis, MatrixImage, RowOutline, use_shrinking_title
+from explorer.qt.matrix_view import MatrixView
+from explorer.qt.plot_items import LabelAxis, RowOutline, use_shrinking_title
 from explorer.qt.ticks import TickLabels, text_width, thinned_ticks, widen_axis  # noqa: F401 (imported from here)
+from explorer.qt.zoom import ZoomPan
 
 DIVERGING = "CET-D1A"  # blue - white - red, for signed values with symmetric levels
 MASKED_COLOUR = "#c8c8c8"  # shows through NaN (masked) cells
@@ -98,9 +101,10 @@ class Heatmap(TickLabels, QWidget):
         axes = {"left": LabelAxis("left"), col_axis: LabelAxis(col_axis)}
         self.plot = self.graphics.addPlot(axisItems=axes)
         use_shrinking_title(self.plot, title)
-        self.image = MatrixImage()
+        self.image = MatrixView()
         self.plot.addItem(self.image)
         self._setup_plot(col_axis)
+        self.zoom = ZoomPan(self.plot.getViewBox())  # wheel zooms, drag pans, double-click shows it all
         self.plot.setAspectLocked(square)
         self.bar = None
         if colorbar:
@@ -136,11 +140,11 @@ class Heatmap(TickLabels, QWidget):
         self.graphics.scene().sigMouseMoved.connect(self._on_scene_moved)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._update_ticks)
+        self.plot.getViewBox().sigRangeChanged.connect(self._update_ticks)  # zoomed: labels as they fit
 
     def _setup_plot(self, col_axis: str) -> None:
         p = self.plot
         p.invertY(True)  # row 0 at the top
-        p.setMouseEnabled(False, False)
         p.setMenuEnabled(False)
         p.hideButtons()
         p.getViewBox().setDefaultPadding(0)
@@ -197,21 +201,33 @@ class Heatmap(TickLabels, QWidget):
             self._apply_palette()
 
     def set_data(self, data: np.ndarray, levels: tuple[float, float], row_labels: Sequence[str] | None = (),
-                 col_labels: Sequence[str] | None = None, blank: np.ndarray | bool | None = None) -> None:
+                 col_labels: Sequence[str] | None = None, blank: np.ndarray | bool | None = None,
+                 unchanged_rows: int = 0) -> None:
         """Show ``data`` (rows, cols) with fixed colour ``levels`` (lo < hi); NaN cells are blank.
 
         ``row_labels`` / ``col_labels`` None label rows / columns with their index (dimensions).
         ``blank`` says which cells are blank by design (masked scores, gaps): a (rows, cols) bool
-        array, False for none, or None for "every NaN cell" (arrays that mark blanks with NaN).
+        array, False for none, True for every cell that is not a number, or None for "every NaN
+        cell" (arrays that mark blanks with NaN).
         Every other cell that is not a finite number (NaN or inf from an overflowing model) is
         never drawn as a value: it is left blank, a note under the map counts such cells, and
-        hovering one says so.
+        hovering one says so. The heatmap keeps its own copy of ``data``: a view of a trace would
+        keep the trace's buffers alive (:mod:`model.reuse`), and a caller's array may change.
+        ``unchanged_rows``: the caller knows that rows 0..unchanged_rows-1 are those it gave last
+        time (``Session.rows_unchanged``); only the others are compared to see whether the
+        picture changed.
         """
-        data = self._check_finite(np.asarray(data, dtype=np.float32), blank)
+        original, given = data, np.asarray(data, dtype=np.float32)
+        data = self._check_finite(given, blank)
         levels = (float(levels[0]), float(levels[1]))
         # The same picture again (p_i while typing at the end, a selection change) is not redrawn.
-        unchanged = (data is not self.data and self.image.image is not None and levels == self.levels
-                     and data.shape == self.data.shape and np.array_equal(data, self.data, equal_nan=True))
+        start = max(0, min(int(unchanged_rows), data.shape[0])) if data.ndim else 0
+        unchanged = (self.image.image is not None and levels == self.levels and data.shape == self.data.shape
+                     and np.array_equal(data[start:], self.data[start:], equal_nan=True))
+        if unchanged:
+            data = self.data  # the copy held already
+        elif data is given and (given is original or given.base is not None or not given.flags.writeable):
+            data = given.copy()
         self.data = data
         self.levels = levels
         self.row_labels = None if row_labels is None else list(row_labels)
@@ -232,9 +248,9 @@ class Heatmap(TickLabels, QWidget):
         if not unchanged:
             self.image.setImage(data, levels=self.levels, autoLevels=False)
         self.set_bar_levels(self.levels)
-        if (rows, cols) != self._range:  # fixed view range, changed only with the shape
+        if (rows, cols) != self._range:  # the view range changes with the shape (or a zoom) only
             self._range = (rows, cols)
-            self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+            self.zoom.set_extent(rows, cols)
         self._update_ticks()
         settle_view(self.plot.getViewBox())
 
@@ -323,6 +339,10 @@ class Heatmap(TickLabels, QWidget):
         super().leaveEvent(event)
 
     def _on_scene_clicked(self, event) -> None:
+        if event.double():
+            if self.plot.sceneBoundingRect().contains(event.scenePos()):
+                self.zoom.reset()  # the whole matrix again
+            return
         cell = self.cell_at(event.scenePos())
         if cell is not None:
             self.sig_cell_clicked.emit(*cell)

@@ -254,15 +254,24 @@ class MatrixImage(pg.ImageItem):
         self._pixels = np.zeros((0, 0), np.uint32)
 
     def render(self) -> None:  # noqa: D102 (pyqtgraph API)
-        data, lut = self.image, self.lut
-        simple = (data is not None and data.ndim == 2 and data.size and data.dtype.kind == "f"
-                  and self.levels is not None and np.size(self.levels) == 2 and not self.autoDownsample
-                  and isinstance(lut, np.ndarray) and lut.dtype == np.uint8 and lut.ndim == 2
-                  and lut.shape[1] in (3, 4))
-        if not simple:
+        if not self.simple():
             super().render()
             return
-        table = self._argb_table(lut)
+        self.render_part(self.image)
+
+    def simple(self) -> bool:
+        """True when the image is a float matrix drawn through a uint8 lookup table with two
+        levels (what this class renders itself); else pyqtgraph renders it."""
+        data, lut = self.image, self.lut
+        return bool(data is not None and data.ndim == 2 and data.size and data.dtype.kind == "f"
+                    and self.levels is not None and np.size(self.levels) == 2 and not self.autoDownsample
+                    and isinstance(lut, np.ndarray) and lut.dtype == np.uint8 and lut.ndim == 2
+                    and lut.shape[1] in (3, 4))
+
+    def render_part(self, data: np.ndarray) -> None:
+        """Make ``qimage`` from ``data`` (the whole image, or the cells of it a view shows), in the
+        image's colours; requires :meth:`simple`."""
+        table = self._argb_table(self.lut)
         n = len(table)
         lo, hi = (float(v) for v in np.ravel(self.levels))
         with np.errstate(invalid="ignore"):

@@ -4,7 +4,10 @@ Panels read from it and change it only through its public setters; it tells them
 through its signals. Traces are computed on the GUI thread while that is fast (the default model
 takes about 2 ms), and on a worker thread, coalesced to the newest text, once a trace takes longer
 than :data:`ASYNC_MS`. Results for older requests are dropped, so an old text never overwrites a
-newer one.
+newer one. Each trace reuses the rows of the one computed before it (``GPT.trace(...,
+reuse=)``: typing at the end computes one position, not T), and the session says how many leading
+rows the shown trace shares with any earlier one (:meth:`Session.rows_unchanged`), so that panels
+redraw only what changed.
 
 Every other model computation a panel needs (the positional panel's four traces, the variants'
 recomputation, later re-runs and generation) is a job given to :meth:`Session.submit`: a function
@@ -24,6 +27,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from explorer.core.token_text import display_tokens, ids_encoding
+from explorer.core.trace_chain import TraceChain
 from explorer.qt.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
 from model.interventions import Interventions, WithInterventions
@@ -47,15 +51,17 @@ class _Request:
     interventions: Interventions
 
 
-def _trace(request: _Request) -> Trace:
-    trace = request.checkpoint.model.trace(
+def _trace(request: _Request, chain: TraceChain) -> tuple[Trace, int]:
+    """The request's trace, reusing the rows of the trace ``chain`` computed last, and its serial."""
+    trace, serial = chain.trace(
+        request.checkpoint, request.checkpoint.model,
         request.encoding.ids,  # a tuple: trace() crops it before making an array
         positional_encoding=request.positional_encoding,
         causal=request.causal,
         interventions=request.interventions,
     )
-    trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached)
-    return trace
+    trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached; new rows only)
+    return trace, serial
 
 
 def _same_vocabulary(a, b) -> bool:
@@ -102,6 +108,9 @@ class Session(QObject):
         self._text = ""
         self._encoding = _EMPTY
         self._trace: Trace | None = None
+        self._trace_serial: int | None = None
+        self._chain = TraceChain()  # the trace computed last, for the next one to reuse
+        self._ms_per_token = 0.0  # of the newest trace computed whole (judges GUI thread or worker)
         self._tokens: list[str] = []
         self._layer = self._head = 0
         self._pin: int | None = None  # the pinned token, as an index into the whole text's encoding
@@ -189,9 +198,32 @@ class Session(QObject):
         return self.model.blocks[layer].attn.kv_head(head)
 
     def expected_ms(self, passes: int = 1) -> float:
-        """How long ``passes`` forward passes of the current model on the current text should take,
-        in ms: from the newest trace's time (the warm-up trace's, right after a model was opened)."""
-        return passes * self.last_model_ms
+        """How long ``passes`` forward passes of the current model over the whole current text should
+        take, in ms: per token as the newest trace computed whole took (the warm-up trace, right after
+        a model was opened), times the tokens run (at least the warm-up's). A trace after typing at
+        the end reuses the earlier rows and takes much less (``last_model_ms``); a job's passes do not."""
+        n = min(len(self._encoding), self.config.context_length) if self.config else 0
+        return passes * self._ms_per_token * max(n, self._timing_tokens)
+
+    @property
+    def trace_serial(self) -> int | None:
+        """The shown trace's serial number (None while there is none): a panel keeps the serial of
+        the trace it drew and asks :meth:`rows_unchanged` what changed since."""
+        return self._trace_serial
+
+    def rows_unchanged(self, since: int | None) -> int:
+        """How many leading rows (positions) of every tensor of the shown trace are identical to
+        those of the trace with serial ``since``: a panel that drew that trace redraws rows from
+        there on. 0 when ``since`` is None or unknown, or the model, its options or the
+        interventions changed between the two; T when it is the shown trace."""
+        if self._trace is None:
+            return 0
+        return min(self._chain.rows_unchanged(since, self._trace_serial), self._trace.n_tokens)
+
+    def forget_reuse(self) -> None:
+        """Compute the next trace whole. For weights changed in place through ``.data``, which the
+        model cannot notice (a new checkpoint, options and interventions are noticed)."""
+        self._chain.forget()
 
     def is_slow(self, passes: int, limit_ms: float) -> bool:
         """True when ``passes`` forward passes of the current model are expected to take longer
@@ -207,6 +239,8 @@ class Session(QObject):
         self._checkpoint = self._loaded = checkpoint
         self._snapshot_step = None
         self._trace, self._tokens = None, []  # the old trace belongs to the old model
+        self._trace_serial = None
+        self._chain.forget()
         self._weights = {}
         self.worker.drop_queued()  # work queued for the old model
         self._layer = self._head = 0
@@ -220,6 +254,7 @@ class Session(QObject):
         t0 = time.perf_counter()
         checkpoint.model.trace([0] * n)
         self.last_model_ms = (time.perf_counter() - t0) * 1e3  # this model's, until its first real trace
+        self._ms_per_token = self.last_model_ms / n
         # A model slow on a sentence goes to the worker thread from the first keystroke on.
         self._slow = self.last_model_ms > ASYNC_MS
         self.sig_model_changed.emit()
@@ -271,11 +306,13 @@ class Session(QObject):
         # finds the same arrays.
         self._gen += 1
         req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal, self._interventions)
-        trace, exc, ms = timed(lambda: _trace(req))
-        self._trace = trace
+        chain = self._chain
+        traced, exc, ms = timed(lambda: _trace(req, chain))  # another checkpoint: computed whole
+        trace = traced[0] if traced is not None else None
+        self._trace, self._trace_serial = trace, (traced[1] if traced is not None else None)
         self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped) if trace is not None else []
         self.sig_model_changed.emit()
-        self._finish(req, trace, exc, ms)
+        self._finish(req, traced, exc, ms)
 
     def set_text(self, text: str) -> None:
         """Set the text; the trace follows (at once, or from the worker thread).
@@ -474,19 +511,31 @@ class Session(QObject):
             return
         self._gen += 1
         req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal, self._interventions)
+        chain = self._chain
         if not self.traces_off_gui_thread:
-            self._finish(req, *timed(lambda: _trace(req)))
+            self._finish(req, *timed(lambda: _trace(req, chain)))
         else:  # coalesced: a queued older text is replaced; the trace goes before panels' jobs
-            self.worker.submit("trace", lambda: _trace(req), lambda *done: self._finish(req, *done), priority=0)
+            self.worker.submit("trace", lambda: _trace(req, chain), lambda *done: self._finish(req, *done), priority=0)
 
-    def _finish(self, req: _Request, trace: Trace | None, exc: Exception | None, model_ms: float) -> None:
+    def _judge_speed(self, trace: Trace, model_ms: float) -> None:
+        """GUI thread or worker thread for the next traces ("auto" mode), judged on what a trace of
+        the whole text costs: a trace that reused rows says little about the next edit, which may
+        change the first token, so only traces computed whole (of texts at least as long as the
+        warm-up's) set the time per token."""
+        if trace.reused_rows == 0 and trace.n_tokens >= self._timing_tokens:
+            self._ms_per_token = model_ms / trace.n_tokens
+        self._slow = self._ms_per_token * max(trace.n_tokens, self._timing_tokens) > ASYNC_MS
+
+    def _finish(self, req: _Request, traced: tuple[Trace, int] | None, exc: Exception | None,
+                model_ms: float) -> None:
         if req.gen != self._gen or req.checkpoint is not self._checkpoint:
             return  # a newer request exists: never show an older text's trace
-        if self.compute_mode == "auto" and trace is not None and trace.n_tokens >= self._timing_tokens:
-            self._slow = model_ms > ASYNC_MS  # judged on texts at least as long as the warm-up's
+        trace, serial = traced if traced is not None else (None, None)
+        if self.compute_mode == "auto" and trace is not None:
+            self._judge_speed(trace, model_ms)
         self.last_model_ms = model_ms
         self.error = "" if exc is None else f"{type(exc).__name__}: {exc}"
-        self._trace = trace
+        self._trace, self._trace_serial = trace, serial
         self._tokens = display_tokens(req.checkpoint.tokenizer, req.encoding, trace.dropped) if trace is not None else []
         n = trace.n_tokens if trace is not None else 0
         dropped = trace.dropped if trace is not None else 0

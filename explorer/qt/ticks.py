@@ -105,8 +105,9 @@ class TickLabels:
     which rows and columns are labelled, flat or upright, and the column axis's height.
 
     It reads the heatmap's ``plot``, ``col_axis``, ``data``, ``row_labels``, ``col_labels``,
-    ``keys_are_rows`` and ``_keep`` (the pinned and hovered rows), and keeps ``_tick_key``, the
-    labels last given to each axis.
+    ``keys_are_rows``, ``_keep`` (the pinned and hovered rows) and ``zoom`` (the rows and columns
+    in view: a zoomed map labels as soon as its labels fit), and keeps ``_tick_key``, the labels
+    last given to each axis.
     """
 
     _tick_key = None
@@ -153,7 +154,7 @@ class TickLabels:
     def _update_ticks_once(self) -> None:
         if self.data.size == 0:
             return
-        rows, cols = self.data.shape
+        rows, cols = self.zoom.visible_extent()  # rows and columns in view (all, unless zoomed)
         vb = self.plot.getViewBox()
         fm = QFontMetrics(self.font())
         old_rows, old_cols = self._tick_key or (None, None)
@@ -174,7 +175,7 @@ class TickLabels:
         keep_rows = self._keep if r_step > 1 else ()
         rows_key = (self.row_labels, r_step, keep_rows)
         if rows_key != old_rows:
-            widen_axis(left, self.row_labels or [str(rows - 1)], fm)
+            widen_axis(left, self.row_labels or [str(self.data.shape[0] - 1)], fm)
             left.setTicks(thinned_ticks(self.row_labels, r_step, keep_rows))
         self._tick_key = (rows_key, cols_key)
 

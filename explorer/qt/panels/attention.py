@@ -12,10 +12,12 @@ from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel,
 
 from explorer.core.architecture import score_title
 from explorer.core.attention_sink import sink_facts, sink_line, sink_paragraph
-from explorer.core.views import attention_views, axis_labels, head_mosaic, head_names, symmetric_levels, token_label
+from explorer.core.head_maps import HeadScores, Mosaic, MosaicRequest, mosaic_image, mosaic_job
+from explorer.core.views import axis_labels, head_names, token_label
 from explorer.core.why import toggled_head
 from explorer.qt import theme
 from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
+from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.pin_note import PinNote
 from explorer.qt.plot_items import LabelAxis, MatrixImage
@@ -28,7 +30,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     """Every head's attention weights as one mosaic image: rows = layers, columns = heads.
 
     One image item for all heads (not a plot per head: 144 plots took 6.5 s to build and many ms
-    to paint). Tiles larger than :data:`CELL` are max-pooled thumbnails; clicking a tile picks it.
+    to paint). Maps larger than :data:`CELL` are max-pooled thumbnails
+    (:func:`explorer.core.head_maps.pool_heads`); clicking a tile picks it.
     Tiles stay square and the mosaic sits in the top-left corner, next to its L/H labels (a locked
     aspect would centre it, far from the labels of a wide widget); the selected head is outlined.
     """
@@ -70,17 +73,16 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.plot.getViewBox().sigResized.connect(self._fit_view)
 
-    def set_trace(self, trace) -> None:
-        """Show every head's attention weights (levels 0..1); clear when T == 0 or None."""
-        if trace is None or trace.n_tokens == 0:
+    def set_mosaic(self, mosaic: Mosaic | None, names: list[str] = ()) -> None:
+        """Show every head's pooled attention weights (levels 0..1), columns named ``names``
+        (:func:`explorer.core.views.head_names`); clear for None."""
+        if mosaic is None:
             self.image.clear()
             self.marker.setVisible(False)
             return
-        mosaic = head_mosaic(trace, self.CELL, self.GAP)
-        shape = (len(trace.blocks), trace.blocks[0].attn_weights.shape[0])
-        tile = min(trace.n_tokens, self.CELL) + self.GAP
-        self.image.setImage(mosaic, levels=WEIGHT_LEVELS, autoLevels=False)
-        names = head_names(trace)  # "H2 kv1" under grouped-query attention
+        shape = mosaic.pooled.shape[:2]
+        tile = mosaic.side + self.GAP
+        self.image.setImage(mosaic_image(mosaic, self.GAP), levels=WEIGHT_LEVELS, autoLevels=False)
         if (shape, tile, names) != (self.shape, self.tile, getattr(self, "_names", None)):
             self.shape, self.tile, self._names = shape, tile, names
             self._fit_view()
@@ -210,6 +212,11 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
         self._all_heads_wanted = False  # the user's choice, kept while a one-head model greys the box
+        self.head_scores = HeadScores()  # the selected head's scores, updated from the first new row
+        self._drawn: tuple | None = None  # (trace serial, layer, head) the scores show
+        self._weights_drawn: tuple | None = None  # ... and the weights (drawn a turn later while paced)
+        self._labels: tuple[list, list] = ([], [])  # (query, key) labels of the maps
+        self._mosaic: tuple[Mosaic, int] | None = None  # the grid's thumbnails and their trace's serial
         self.all_heads.toggled.connect(self._on_all_heads_clicked)
         self.follow(session, self._on_session_model_changed)
         self._on_session_model_changed()
@@ -279,9 +286,32 @@ class AttentionPanel(RefreshWhenShown, QWidget):
 
     def _on_all_heads_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and self.all_heads.isEnabled())
-        self.grid.set_trace(self.session.trace if self.grid.isVisibleTo(self) else None)
+        self._request_mosaic()
         self.grid.mark(self.session.layer, self.session.head)
         self._note_grid_faults()
+
+    def _request_mosaic(self) -> None:
+        """Ask for the grid's thumbnails of the session's trace (pooling only the rows that
+        changed since the thumbnails shown): at once while the model is fast, else on the worker."""
+        s = self.session
+        trace = s.trace
+        if not self.grid.isVisibleTo(self) or trace is None or trace.n_tokens == 0:
+            s.cancel(self, "mosaic")
+            self._mosaic = None
+            self.grid.set_mosaic(None)
+            return
+        if self._mosaic is not None and self._mosaic[1] == s.trace_serial:
+            return  # shown already (a selection changed)
+        previous, serial = self._mosaic if self._mosaic is not None else (None, None)
+        request = MosaicRequest(trace, self.grid.CELL, previous, s.rows_unchanged(serial), s.trace_serial)
+        s.submit(self, mosaic_job, request, self._on_mosaic, passes=0, name="mosaic")
+
+    def _on_mosaic(self, result: JobResult) -> None:
+        if result.error or not self.grid.isVisibleTo(self):
+            return
+        self._mosaic = (result.value, result.inputs.serial)
+        self.grid.set_mosaic(result.value, head_names(result.inputs.trace))
+        self.grid.mark(self.session.layer, self.session.head)
 
     def _on_grid_head_picked(self, layer: int, head: int) -> None:
         self.session.set_layer(layer)
@@ -298,30 +328,65 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         if trace is None or trace.n_tokens == 0:
             self.scores.clear()
             self.weights.clear()
-            self.grid.set_trace(None)
+            self._drawn = self._weights_drawn = None
+            self._request_mosaic()
             self.sink.setText("")
             self.sink_text.setText("")
             return
-        views = attention_views(trace, s.layer, s.head)
-        labels = axis_labels(s.tokens)
-        keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)]
-        self.scores.set_data(views["scores"], symmetric_levels(views["scores"]), labels, keys, blank=views["masked"])
-        self.weights.set_data(views["weights"], WEIGHT_LEVELS, labels, keys, blank=False)
+        if self._drawn != (s.trace_serial, s.layer, s.head):  # not for a selection alone
+            self._draw_maps(trace)
         self.grid.set_off(s.interventions.ablate)
         off = (s.layer, s.head) in s.interventions.ablate
         self.off_note.setText(f"L{s.layer}H{s.head} is switched off: these weights are computed, but its output "
                               "is zeroed" if off else "")
         for hm in (self.scores, self.weights):
             hm.set_selected_row(s.position, s.hover)
-        self._show_sink(trace, s.layer, s.head)
         if self.grid.isVisibleTo(self):
-            self.grid.set_trace(trace)
+            self._request_mosaic()
             self.grid.mark(s.layer, s.head)
         self._note_grid_faults()
 
-    def _show_sink(self, trace, layer: int, head: int) -> None:
-        """The head's mean weight on the first token, and (when opened) the paragraph about it."""
-        facts = sink_facts(trace, layer, head)
+    def _unchanged(self, drawn: tuple | None) -> int:
+        """Rows of the session's trace, layer and head that a map showing ``drawn`` (trace serial,
+        layer, head) shows already."""
+        s = self.session
+        return s.rows_unchanged(drawn[0]) if drawn is not None and drawn[1:] == (s.layer, s.head) else 0
+
+    def _draw_maps(self, trace) -> None:
+        """The selected head's scores, computed only for the rows that changed since they were
+        drawn (:class:`~explorer.core.head_maps.HeadScores`), then its weights: in a later
+        event-loop turn while the model is slow (two 1,024 x 1,024 maps are ~100 ms)."""
+        s = self.session
+        lt = trace.blocks[s.layer]
+        unchanged = self._unchanged(self._drawn)
+        scores, levels = self.head_scores.update(lt, s.layer, s.head, unchanged)
+        self._labels = (axis_labels(s.tokens), [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)])
+        # Blank by design: the masked cells (attn_mask: True = may attend); in a trace whose values
+        # are all numbers every cell that is not one is masked (and no (T, T) mask is negated).
+        blank = True if trace.nonfinite is None else ~lt.attn_mask
+        self.scores.set_data(scores, levels, *self._labels, blank=blank, unchanged_rows=unchanged)
+        self._drawn = (s.trace_serial, s.layer, s.head)
+        self._show_sink(trace, s.layer, s.head, scores)
+        if self._pacer is not None and self._pacer.active:
+            self._pacer.call_later(self, self._draw_weights)
+        else:
+            self._draw_weights()
+
+    def _draw_weights(self) -> None:
+        """The weights of the head whose scores are shown (if the trace is still the session's)."""
+        s = self.session
+        if self._drawn is None or self._drawn == self._weights_drawn or self._drawn[0] != s.trace_serial:
+            return
+        weights = s.trace.blocks[s.layer].attn_weights[s.head]  # (T, T)
+        self.weights.set_data(weights, WEIGHT_LEVELS, *self._labels, blank=False,
+                              unchanged_rows=self._unchanged(self._weights_drawn))
+        self._weights_drawn = self._drawn
+        self.weights.set_selected_row(s.position, s.hover)
+
+    def _show_sink(self, trace, layer: int, head: int, scores=None) -> None:
+        """The head's mean weight on the first token, and (when opened) the paragraph about it;
+        ``scores``: the head's (T, T) attn_scores when the caller has them."""
+        facts = sink_facts(trace, layer, head, scores)
         first = token_label(self.session.tokens[0]) if self.session.tokens else "?"
         open_ = self.sink_text.isVisibleTo(self)
         link = f" · <a href='sink'>{'hide' if open_ else 'why?'}</a>" if facts is not None else ""

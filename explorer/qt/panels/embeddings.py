@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from explorer.core import rope
@@ -50,12 +49,10 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self.levels = dict.fromkeys(TITLES, (-1.0, 1.0))
         self._titles = None
         self.angles = np.zeros((0, 0), np.float32)  # the model's rope_angles for its whole context
-        self._todo: list = []  # (key, array) of the maps still to draw, while paced
+        self._todo: list[str] = []  # the maps still to draw, while paced
+        self._todo_serial: int | None = None  # ... for the trace with this serial
         self._labels: list[str] = []
-        self._later = QTimer(self)
-        self._later.setSingleShot(True)
-        self._later.setInterval(0)
-        self._later.timeout.connect(self._draw_later)
+        self._drawn: dict[str, int | None] = {}  # the serial of the trace each map shows
         self._build_layout()
         for hm in (*self.heatmaps.values(), self.rope_map):
             hm.sig_row_clicked.connect(session.toggle_pin)
@@ -114,22 +111,27 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         self.note.setText(t.note)
         self.note.setVisible(bool(t.note))
 
-    def _views(self, trace) -> list:
-        """(key, array) of the maps to draw: the middle one as the model's scheme has it."""
-        views = embedding_views(trace)
-        out = [("e", views["e"])]
-        if self.kind == "learned":
-            out.append(("p", views["p"]))
-        elif self.kind == "rope":
-            out.append(("rope", rope.angle_view(self.angles[:trace.n_tokens])))
-        return out + [("x", views["x"])]
+    def _views(self) -> list[str]:
+        """The maps to draw: the middle one as the model's scheme has it."""
+        return ["e", *{"learned": ["p"], "rope": ["rope"]}.get(self.kind, []), "x"]
 
-    def _draw_one(self, key: str, data: np.ndarray) -> None:
+    def _draw_one(self, key: str) -> None:
+        """One map, its array taken from the session's trace now (a list of views kept until the
+        paced turn would keep the trace's row buffers alive); only rows after those it shows
+        already are compared (``Session.rows_unchanged``)."""
+        s = self.session
+        if s.trace is None or s.trace_serial != self._todo_serial:
+            return  # a newer trace: its refresh is on its way
+        unchanged = s.rows_unchanged(self._drawn.get(key))
         if key == "rope":
+            data = rope.angle_view(self.angles[:s.trace.n_tokens])
             freqs = rope.pair_frequencies(self.angles) if len(self.angles) > 1 else np.zeros(data.shape[1])
-            self.rope_map.set_data(data, ANGLE_LEVELS, self._labels, rope.pair_labels(freqs), blank=False)
+            self.rope_map.set_data(data, ANGLE_LEVELS, self._labels, rope.pair_labels(freqs), blank=False,
+                                   unchanged_rows=unchanged)
         else:
-            self.heatmaps[key].set_data(data, self.levels[key], self._labels, blank=False)
+            self.heatmaps[key].set_data(embedding_views(s.trace)[key], self.levels[key], self._labels, blank=False,
+                                        unchanged_rows=unchanged)
+        self._drawn[key] = s.trace_serial
 
     def refresh(self) -> None:
         """Redraw from the session's trace (cleared when there is none or it is empty).
@@ -137,29 +139,29 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
         While the model is slow (paced), one map is drawn per turn of the event loop: three
         (1,024, 768) maps of a GPT-2-sized model in one turn blocked the window for about 0.1 s.
         """
-        self._later.stop()
         self._show_titles()
         trace = self.session.trace
         if trace is None or trace.n_tokens == 0:
+            self._todo = []
             for hm in (*self.heatmaps.values(), self.rope_map):
                 hm.clear()
             return
-        self._todo = self._views(trace)
+        self._todo, self._todo_serial = self._views(), self.session.trace_serial
         self._labels = axis_labels(self.session.tokens)
         paced = self._pacer is not None and self._pacer.active
         while self._todo:
-            self._draw_one(*self._todo.pop(0))
+            self._draw_one(self._todo.pop(0))
             if paced and self._todo:
-                self._later.start()  # the next map in the next turn
+                self._pacer.call_later(self, self._draw_later)  # the next map in a later turn
                 break
         self._on_session_selection_changed()
 
     def _draw_later(self) -> None:
         if self._todo:
-            self._draw_one(*self._todo.pop(0))
+            self._draw_one(self._todo.pop(0))
             self._on_session_selection_changed()
         if self._todo:
-            self._later.start()
+            self._pacer.call_later(self, self._draw_later)
 
     def _describe_angle(self, row: int, col: int, value: float) -> str:
         tokens = self.session.tokens

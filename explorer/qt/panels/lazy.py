@@ -4,27 +4,31 @@ and that refresh one per event-loop turn while the model is slow."""
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import shiboken6
 from PySide6.QtCore import QObject, QTimer
 
 
 class Pacer(QObject):
-    """Refreshes queued panels one per event-loop turn, so that the window repaints and input is
-    handled between panels instead of once after all of them.
+    """Runs queued drawing one piece per event-loop turn, so that the window repaints and input is
+    handled between pieces instead of once after all of them.
 
     A slow model's result is many large views at once: a GPT-2-small-sized model's update took
     about 25 ms of panel refreshes and 35 ms of painting in one turn, a 66 ms stall of the GUI.
-    Paced, the longest turn is one panel's refresh and paint. The session's traces already run on
-    a worker thread in that case, so the views follow a frame or two apart. Fast models (traced
-    on the GUI thread) are not paced: every panel is drawn in the keystroke's own turn.
+    Paced, the longest turn is one piece: a panel's refresh (and its paint), or a part of one
+    that a panel queues with :meth:`call_later` (a map of three, a batch of token chips). All of
+    it goes through this one queue: separate zero-interval timers all fire in the same turn
+    (chips, a map and a panel made a 224 ms turn). The session's traces already run on a worker
+    thread in that case, so the views follow a frame or two apart. Fast models (traced on the
+    GUI thread) are not paced: every panel is drawn in the keystroke's own turn.
     Get the session's pacer with :meth:`of`.
     """
 
     def __init__(self, session) -> None:
         super().__init__(session)
         self._session = session
-        self._queue: list[RefreshWhenShown] = []
+        self._queue: list[tuple[QObject, Callable[[], None] | None]] = []  # (panel, None) or (owner, work)
         self._draw_ms = 0.0
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -44,23 +48,34 @@ class Pacer(QObject):
 
     @property
     def pending(self) -> int:
-        """Panels waiting for their turn."""
+        """Pieces of drawing waiting for their turn."""
         return len(self._queue)
 
     def add(self, panel: RefreshWhenShown) -> None:
         """Queue ``panel`` (once) for a refresh in a later turn of the event loop."""
-        if panel not in self._queue:
-            self._queue.append(panel)
+        self._push(panel, None)
+
+    def call_later(self, owner: QObject, work: Callable[[], None]) -> None:
+        """Run ``work()`` in a later turn of the event loop, after what is queued (once: the same
+        owner and work queued twice runs once); dropped when ``owner`` is deleted first."""
+        self._push(owner, work)
+
+    def _push(self, owner: QObject, work: Callable[[], None] | None) -> None:
+        if not any(o is owner and w == work for o, w in self._queue):
+            self._queue.append((owner, work))
         if not self._timer.isActive():
             self._timer.start()
 
     def _run_next(self) -> None:
         if self._queue:
-            panel = self._queue.pop(0)
+            owner, work = self._queue.pop(0)
             t0 = time.perf_counter()
             # Deleted since it was queued (its window closed), or hidden: it catches up when shown.
-            if shiboken6.isValid(panel) and panel.is_shown():
-                panel.catch_up()
+            if shiboken6.isValid(owner):
+                if work is not None:
+                    work()
+                elif owner.is_shown():
+                    owner.catch_up()
             self._draw_ms += (time.perf_counter() - t0) * 1e3
         if self._queue:
             self._timer.start()

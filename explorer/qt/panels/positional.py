@@ -252,7 +252,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
     def _on_session_changed(self) -> None:
         self._stale = True
         self._update_options()
-        self._update_order(*self._current())
+        if self.is_shown():  # else when shown (refresh): a chip per token, 1,024 of them, took ms per key
+            self._update_order(*self._current())
         self._out_of_date = True
         if not self._show_update_state():
             self.schedule_refresh()

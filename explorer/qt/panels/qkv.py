@@ -28,6 +28,7 @@ class QKVPanel(RefreshWhenShown, QWidget):
         self.session = session
         self.heatmaps = {n: Heatmap(n, DIVERGING, row_title=TOKEN_TITLE, col_title=dimension_title("d_head"),
                                     bar_title=f"value of {n}") for n in NAMES}
+        self._drawn: tuple | None = None  # (trace serial, layer, head) of the q, k, v shown
         self.show_weights = QCheckBox("weights W_Q, W_K, W_V")
         self.show_weights.setToolTip("show the d_model × d_head weight matrices instead of q, k, v")
         self.caption = QLabel()
@@ -76,11 +77,16 @@ class QKVPanel(RefreshWhenShown, QWidget):
         else:
             for hm in self.heatmaps.values():
                 hm.clear()
+            self._drawn = None
             return
         levels = symmetric_levels(*arrays.values())
+        drawn = (s.trace_serial, layer, head) if labels is not None else None
+        same = drawn is not None and self._drawn is not None and self._drawn[1:] == drawn[1:]
+        unchanged = s.rows_unchanged(self._drawn[0]) if same else 0
         for n in NAMES:
             hm = self.heatmaps[n]
             hm.plot.setTitle(titles[n])
             hm.set_titles(axes[0], axes[1], f"{axes[2]} of {titles[n].split(' ')[0]}")
-            hm.set_data(arrays[n], levels, labels, blank=False)
+            hm.set_data(arrays[n], levels, labels, blank=False, unchanged_rows=unchanged)
             hm.set_selected_row(selected, hover)
+        self._drawn = drawn

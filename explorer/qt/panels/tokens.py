@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from PySide6.QtCore import QSignalBlocker, Qt, QTimer
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -24,13 +24,14 @@ from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt import theme
 from explorer.qt.flow_layout import FlowLayout
 from explorer.qt.generation import Generator
+from explorer.qt.panels.lazy import Pacer
 from explorer.qt.pin_note import PinNote
 from explorer.qt.session import Session
 from explorer.qt.token_chip import ChipLabel
 from model import Encoding
 
 MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised
-CHIP_TURN_MS = 25.0  # chips are brought up to date for about this long per turn of the event loop
+CHIP_TURN_MS = 15.0  # chips are brought up to date for about this long per turn (a turn also lays them out)
 FIRST_CHIPS = 64  # chips always done in the update's own turn (a short text is done at once)
 TYPE_TEXT = "Type here: every keystroke runs the model."
 TYPE_IDS = "No vocabulary: type token ids, e.g. 3, 17, 5"
@@ -53,10 +54,7 @@ class TokensPanel(QWidget):
         self._selected: int | None = None  # the pinned row
         self._hovered: int | None = None
         self._generated: frozenset[int] = frozenset()  # indices into the encoding of tokens the model wrote
-        self._fill_timer = QTimer(self)
-        self._fill_timer.setSingleShot(True)
-        self._fill_timer.setInterval(0)
-        self._fill_timer.timeout.connect(self._fill_chips)
+        self._pacer = Pacer.of(session)  # the rest of a long strip's chips, a batch per event-loop turn
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText(TYPE_TEXT)
         self.hint = QLabel()  # shown for a model without a vocabulary: type ids
@@ -212,9 +210,7 @@ class TokensPanel(QWidget):
             self.strip_layout.setEnabled(True)
             self.strip_layout.invalidate()
         if i < n:
-            self._fill_timer.start()
-        else:
-            self._fill_timer.stop()
+            self._pacer.call_later(self, self._fill_chips)
 
     @property
     def chips_pending(self) -> int:
