@@ -35,12 +35,12 @@ class Sampling:
         Keep the smallest set of most likely tokens whose probability reaches top_p, in (0, 1]
         (None or 1: all).
     seed : int
-        Seed of the uniform draws (sampling only).
+        Seed of the uniform draws (sampling only): a whole number 0 or more (numpy's seeds).
 
     Raises
     ------
     ValueError
-        For a negative temperature or top_k, or top_p outside (0, 1].
+        For a negative temperature, top_k or seed, or top_p outside (0, 1].
     """
 
     temperature: float = 0.0
@@ -56,6 +56,8 @@ class Sampling:
             raise ValueError(f"top_k must be a whole number 0 or more, got {self.top_k!r}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.seed, bool) or int(self.seed) != self.seed or self.seed < 0:
+            raise ValueError(f"seed must be a whole number 0 or more, got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:
@@ -93,7 +95,8 @@ def sampling_distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
     if sampling.greedy:
         out[int(np.argmax(z))] = 1.0
         return out
-    e = np.exp((z - z.max()) / sampling.temperature)
+    with np.errstate(over="ignore"):  # a temperature near 0 (1e-320): -inf below the top, exp gives 0
+        e = np.exp((z - z.max()) / sampling.temperature)
     p = e / e.sum()
     order = np.argsort(-p, kind="stable")  # most likely first; ties by lower id
     keep = len(order)

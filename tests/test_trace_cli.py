@@ -117,6 +117,7 @@ def test_generate_with_a_seed_repeats_and_another_seed_differs(ckpt_path, capsys
     (["--generate", "3", "--top-p", "0.9"], "give --temperature above 0"),
     (["--generate", "-1"], "0 or more"),
     (["--generate", "2", "--temperature", "1", "--top-p", "1.5"], "top_p must be in"),
+    (["--generate", "2", "--temperature", "1", "--seed", "-1"], "seed must be a whole number 0 or more, got -1"),
 ])
 def test_generate_options_that_do_not_fit_are_refused(ckpt_path, capsys, argv, message):
     assert main([str(ckpt_path), "once upon a"] + argv) == 2
