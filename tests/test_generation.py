@@ -104,6 +104,10 @@ def test_forking_keeps_both_branches_and_switching_restores_each(qtbot, window):
     assert panel.branches.currentIndex() == 0
     g.switch(1)
     assert list(s.encoding.ids) == second
+    last = len(story.branch.steps) - 1  # a fork at the last token with nothing after it: that token alone
+    g.fork(last, story.branch.steps[last].top_ids[-1], 0, Sampling())
+    assert not g.running and story.ids() == second[:-1] + [int(story.branch.steps[last].top_ids[-1])]
+    assert list(s.encoding.ids) == story.ids() and g.status == f"generated 0 tokens after the fork at token {last + 1}"
 
 
 def test_a_fork_from_the_panel_link(qtbot, window):

@@ -141,6 +141,9 @@ class Generator(QObject):
 
     # ---- the run ---------------------------------------------------------------------------------
     def _run(self, n: int, sampling: Sampling, after: str = "") -> None:
+        if n <= 0:  # a fork with nothing after it: the chosen token alone
+            self._finish(f"generated 0 tokens{after}")
+            return
         self._sampling, self._left, self._done, self._after = sampling, int(n), 0, after
         self._rng_state = np.random.default_rng(sampling.seed).bit_generator.state
         self._expected_text = self.session.text
