@@ -206,6 +206,27 @@ def test_text_with_token_spaces_words_and_types_ids(tiny_tokenizer):
     assert text_with_token("3, 17", 5, None) == "3, 17, 5"
 
 
+@pytest.mark.parametrize("folder, written", [("hf-llama", " é and"), ("hf-gpt2", " \U0001F600 and")])
+def test_a_character_written_in_byte_tokens_is_that_character_in_the_text(folder, written):
+    """Each byte token decoded alone is "\ufffd": the text held "\ufffd\ufffd" for "é", and the panels
+    traced the replacement characters' tokens instead of what the model wrote."""
+    from pathlib import Path
+
+    from model.checkpoint import load_any
+
+    tok = load_any(Path(__file__).parent / "fixtures" / "arch" / folder).tokenizer
+    prompt = "Once upon a time"
+    prompt_ids = tuple(tok.encode(prompt).ids)
+    ids = list(tok.encode(prompt + written).ids)
+    assert len(ids) - len(prompt_ids) > len(written.split())  # the character is several byte tokens
+    story = Story(prompt, prompt_ids)
+    for token_id in ids[len(prompt_ids):]:
+        story.extend(Generated(token_id, 1.0, 1.0, (token_id,), (1.0,), Sampling()))
+    assert branch_text(story, tok) == prompt + written
+    assert story.generated_indices(tok.encode(branch_text(story, tok)).ids) == frozenset(
+        range(len(prompt_ids), len(ids)))
+
+
 def test_generated_from_a_step_keeps_both_probabilities():
     step = Step(4, 0.7, np.array([4, 2]), np.array([0.6, 0.3], np.float32), 0.6)
     rec = Generated.from_step(step, Sampling(temperature=0.5, seed=1))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from explorer.core.story import Generated, Story, branch_text, text_with_token
+from explorer.core.story import Generated, Story, branch_text
 from explorer.qt.jobs import JobResult
 from explorer.qt.session import Session
 from model.generate import Sampling, next_token
@@ -174,7 +174,7 @@ class Generator(QObject):
         self.story.extend(Generated.from_step(step, self._sampling))
         self._done += 1
         self._left -= 1
-        self._expected_text = text_with_token(self.session.text, step.token_id, self.session.tokenizer)
+        self._expected_text = branch_text(self.story, self.session.tokenizer)
         self.status = f"generating {self._done} of {self._done + self._left}…"
         self.session.set_text(self._expected_text)  # the panels trace and draw the new token
         self._expected_text = self.session.text  # as the session stores it (line breaks normalised)
