@@ -227,3 +227,22 @@ def test_the_command_line_shows_a_step(monkeypatch, tmp_path, run, qapp, tiny_to
     lone = _save(tmp_path / "lone.safetensors", make_tiny_checkpoint(tiny_tokenizer), {"steps": 3})
     assert app_module.main([str(lone), "--screenshot", str(tmp_path / "y.png"), "--step", "1"]) == 0
     assert "--step 1: No training snapshots found for lone" in capsys.readouterr().err
+
+
+def test_a_folder_of_one_snapshot_and_a_damaged_file(window, tmp_path, tiny_tokenizer, dialogs, qtbot):
+    """It said "1 snapshots, steps 5 to 5", and the step axis of a run under 9 steps (and any plot
+    whose values stay under 1) read "(x0.001)": pyqtgraph's SI prefix on a unitless axis."""
+    folder = tmp_path / "one"
+    _save(folder / "s5.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=5), {"steps": 5})
+    (folder / "cut.safetensors").write_bytes(b"\x00" * 100)
+    dialogs.files.append(str(folder))
+    window._on_open_snapshots_triggered()
+    panel = window.panels["training"]
+    qtbot.waitUntil(lambda: panel.source.view is not None and bool(panel.source.view.snapshots), timeout=5000)
+    assert panel.folder_label.text().endswith("one: 1 snapshot, step 5")
+    assert panel.skipped_label.text().startswith("1 file(s) skipped: cut.safetensors: ")
+    qtbot.waitUntil(lambda: panel.curves is not None, timeout=5000)
+    view = panel.curves_view
+    for plot in view.plots:
+        for name in ("left", "bottom"):
+            assert "(x" not in plot.getAxis(name).labelString(), (name, plot.getAxis(name).labelString())
