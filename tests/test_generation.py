@@ -156,9 +156,16 @@ def test_ctrl_g_generates_and_settings_are_kept(qtbot, window, tmp_path):
     panel.mode.setCurrentIndex(1)
     panel.seed_box.setValue(77)
     assert panel.sampling() == Sampling(1.0, None, None, 77) and panel.temperature_box.isVisible()
+    panel.top_k_box.setValue(12)
     window.save_settings()
     again = make_window(qtbot, tmp_path, make_tiny_checkpoint(window.session.tokenizer))
-    assert again.panels["generate"].seed_box.value() == 77 and again.panels["generate"].n_box.value() == 3
+    kept = again.panels["generate"]
+    assert kept.seed_box.value() == 77 and kept.n_box.value() == 3
+    assert kept.top_k_box.value() == 12  # it was restored before a model was open, and clamped to 0 ("all")
+    again.set_checkpoint(make_tiny_checkpoint(window.session.tokenizer, vocab_size=8))
+    assert kept.top_k_box.value() == 8  # a smaller vocabulary clamps the box, ...
+    again.set_checkpoint(make_tiny_checkpoint(window.session.tokenizer))
+    assert kept.top_k_box.value() == 12  # ... not the choice
 
 
 def test_a_model_that_reads_the_prompt_alike_keeps_the_story(qtbot, window, tiny_tokenizer):
