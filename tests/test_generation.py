@@ -248,3 +248,19 @@ def test_app_generation_is_ignored_without_text(qtbot, window):
     assert not g.running and "type a text first" in g.status
     QApplication.processEvents()
     assert window.panels["generate"].status.text() == g.status
+
+
+def test_the_command_line_fork_pins_the_token_where_the_branches_part_only_while_it_has_a_row(
+        qtbot, tmp_path, tiny_tokenizer, dialogs):
+    """--generate 300 --fork 300 on a 32-token context pinned row 0, another token."""
+    from explorer.app import _generate
+
+    w = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer))  # context 8
+    s = w.session
+    s.set_text("the cat")
+    _generate(w, 2, 2, QApplication.instance())  # the fork's token: index 3 of 6, in the window
+    assert len(s.encoding) == 6 and s.position == 3 and Generator.of(s).story.branch.steps[1].forked
+    s.set_position(None)
+    s.set_text("the cat")
+    _generate(w, 10, 2, QApplication.instance())  # index 3 of 14: it has left the window of 8
+    assert len(s.encoding) == 14 and s.trace.dropped == 6 and s.position is None
