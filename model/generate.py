@@ -140,7 +140,7 @@ class Step:
 
 @torch.no_grad()
 def next_token(model: GPT, token_ids: Sequence[int], sampling: Sampling, rng: np.random.Generator,
-               alternatives: int = 5) -> Step:
+               alternatives: int = 5, *, positional_encoding: bool = True, causal: bool = True) -> Step:
     """Choose one next token after ``token_ids`` (their last ``context_length``): one step of
     :func:`generate`, with the caller's random generator (one uniform draw when sampling, none
     when greedy), so that steps taken one at a time repeat ``generate``'s tokens exactly.
@@ -155,6 +155,10 @@ def next_token(model: GPT, token_ids: Sequence[int], sampling: Sampling, rng: np
         Advanced by one draw when sampling.
     alternatives : int
         How many of the model's most likely tokens the Step keeps.
+    positional_encoding, causal : bool
+        The model runs as :meth:`GPT.trace` runs with them (the app's switches, the trace
+        command's ``--no-pe`` and ``--bidirectional``), so that the token chosen is the one the
+        trace's last logits give.
 
     Raises
     ------
@@ -169,7 +173,7 @@ def next_token(model: GPT, token_ids: Sequence[int], sampling: Sampling, rng: np
         raise ValueError(f"token ids must be in 0..{vocab - 1}")
     device = model.tok_emb.weight.device
     window = torch.tensor(ids[-model.config.context_length:], dtype=torch.long, device=device)
-    logits = model(window)[-1].float().cpu().numpy()  # (vocab_size,)
+    logits = model(window, positional_encoding=positional_encoding, causal=causal)[-1].float().cpu().numpy()
     dist = sampling_distribution(logits, sampling)
     if sampling.greedy:
         choice = int(np.argmax(dist))
@@ -194,6 +198,8 @@ def generate(
     alternatives: int = 5,
     on_step: Callable[[Step], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    positional_encoding: bool = True,
+    causal: bool = True,
 ) -> list[Step]:
     """Append ``n_new`` tokens to ``token_ids``, one at a time.
 
@@ -212,6 +218,8 @@ def generate(
         Called with each Step as soon as it is chosen (to stream results).
     should_stop : callable, optional
         Checked before each step; True ends generation early (what was made is returned).
+    positional_encoding, causal : bool
+        How the model runs at each step (:func:`next_token`).
 
     Returns
     -------
@@ -235,7 +243,8 @@ def generate(
     for _ in range(n_new):
         if should_stop is not None and should_stop():
             break
-        step = next_token(model, ids, sampling, rng, alternatives)
+        step = next_token(model, ids, sampling, rng, alternatives, positional_encoding=positional_encoding,
+                          causal=causal)
         steps.append(step)
         ids.append(step.token_id)
         if on_step is not None:

@@ -49,6 +49,20 @@ def test_greedy_generation_equals_step_by_step_argmax(qtbot, window):
     assert "gen" in chips[5].text()
 
 
+def test_generation_runs_the_model_as_the_panels_do(qtbot, window):
+    """With positional encoding switched off, the app generated with it on: greedy was not the
+    argmax the next-token panel showed, and a token's probability was not the panel's."""
+    s = window.session
+    s.set_positional_encoding(False)
+    g = run(qtbot, window, 4)
+    ids = list(s.tokenizer.encode(PROMPT).ids)
+    for _ in range(4):
+        ids.append(int(np.argmax(s.model.trace(ids, positional_encoding=False).logits[-1])))
+    assert g.story.ids() == ids
+    for step, rec in enumerate(g.story.branch.steps):
+        assert rec.model_prob == pytest.approx(float(s.trace.probs[2 + step][rec.token_id]), rel=1e-4)
+
+
 def test_seeded_sampling_repeats_and_equals_model_generate(qtbot, window):
     s = window.session
     sampling = Sampling(temperature=1.5, top_k=10, top_p=0.9, seed=42)

@@ -28,19 +28,23 @@ ALTERNATIVES = 10  # the model's most likely tokens kept for each generated one
 
 @dataclass(frozen=True)
 class StepRequest:
-    """One step of a run: the ids so far, how to choose, the random state before the draw."""
+    """One step of a run: the ids so far, how to choose, the random state before the draw, and
+    the session's switches (the model runs as the panels' trace runs)."""
 
     ids: tuple[int, ...]
     sampling: Sampling
     rng_state: dict[str, Any]
     alternatives: int = ALTERNATIVES
+    positional_encoding: bool = True
+    causal: bool = True
 
 
 def step_job(checkpoint, request: StepRequest):
     """Worker-thread job: one :func:`next_token` step; returns (Step, the random state after it)."""
     rng = np.random.default_rng()
     rng.bit_generator.state = request.rng_state
-    step = next_token(checkpoint.model, request.ids, request.sampling, rng, request.alternatives)
+    step = next_token(checkpoint.model, request.ids, request.sampling, rng, request.alternatives,
+                      positional_encoding=request.positional_encoding, causal=request.causal)
     return step, rng.bit_generator.state
 
 
@@ -158,7 +162,9 @@ class Generator(QObject):
         if self.session.text != self._expected_text:
             self.stop("stopped: the text was edited")
             return
-        request = StepRequest(tuple(self.story.ids()), self._sampling, self._rng_state)
+        s = self.session
+        request = StepRequest(tuple(self.story.ids()), self._sampling, self._rng_state,
+                              positional_encoding=s.positional_encoding, causal=s.causal)
         self.session.submit(self, step_job, request, self._on_step, name="generate")
 
     def _on_step(self, result: JobResult) -> None:
