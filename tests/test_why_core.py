@@ -52,6 +52,7 @@ def test_the_job_is_explain_and_the_what_ifs(family):
     np.testing.assert_array_equal(r.explanation.dla.sources, ref.dla.sources)
     np.testing.assert_array_equal(r.explanation.leave_one_out, ref.leave_one_out)
     assert [w.knob for w in r.what_ifs][0] == "baseline" and r.plain is None
+    assert r.what_ifs[0].trace is tr and all(w.trace is None for w in r.what_ifs[1:])  # numbers kept, not traces
     assert r.what_ifs[0].target_prob == pytest.approx(float(tr.probs[5, 3]))
     np.testing.assert_allclose(r.what_ifs[0].attn_entropy, what_if(model, tr, 5, 3).attn_entropy, atol=1e-9)
     scaled = model.config.scale_scores

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
+import torch
 
 from model.explain import (
     Explanation,
@@ -80,8 +81,8 @@ class Plain:
 @dataclass(frozen=True)
 class WhyResult:
     """An explanation and the what-ifs: baseline (the trace itself), the 1/√d_head scale flipped,
-    τ, and the causal mask flipped (empty when not asked for); ``plain`` is set while heads are
-    switched off."""
+    τ, and the causal mask flipped (empty when not asked for; the three re-runs without their
+    traces: ``trace`` None); ``plain`` is set while heads are switched off."""
 
     explanation: Explanation
     what_ifs: tuple[WhatIf, ...]
@@ -133,20 +134,21 @@ def why_job(checkpoint, request: WhyRequest) -> WhyResult:
     forced = tr.interventions.scale_scores if tr.interventions is not None else None
     scaled = model.config.scale_scores if forced is None else forced
     runs = []
-    if request.what_ifs:
+    if request.what_ifs:  # kept without their traces (GPT-2 small's at T = 1,024: 1.2 GB each)
         k = request.top_k
-        runs = [baseline(tr, i, t, k),
-                what_if(model, tr, i, t, scale_scores=not scaled, top_k=k,
-                        knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
-                what_if(model, tr, i, t, temperature=request.temperature, top_k=k),
-                what_if(model, tr, i, t, causal=not tr.causal, top_k=k)]
+        runs = [baseline(tr, i, t, k)]
+        for knobs in (dict(scale_scores=not scaled, knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
+                      dict(temperature=request.temperature), dict(causal=not tr.causal)):
+            runs.append(replace(what_if(model, tr, i, t, top_k=k, **knobs), trace=None))
     plain = None
     if tr.interventions is not None and tr.interventions.ablate:
         free = replace(tr.interventions, ablate=())
-        p = model.trace(tr.token_ids.tolist(), positional_encoding=tr.positional_encoding, causal=tr.causal,
-                        interventions=free)
-        ((top, top_prob),), prob = prediction(p.logits[i], t, 1)
-        plain = Plain(float(p.logits[i, t]), prob, top, top_prob)
+        ids = torch.tensor(tr.token_ids, dtype=torch.long, device=model.tok_emb.weight.device)
+        with torch.no_grad():  # position i's logits only: no trace of every tensor
+            logits = model(ids, positional_encoding=tr.positional_encoding, causal=tr.causal, interventions=free,
+                           positions=[i])[0].double().cpu().numpy()  # (vocab_size,)
+        ((top, top_prob),), prob = prediction(logits, t, 1)
+        plain = Plain(float(logits[t]), prob, top, top_prob)
     return WhyResult(ex, tuple(runs), plain)
 
 
