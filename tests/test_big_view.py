@@ -123,6 +123,11 @@ def test_the_why_panel_hides_a_few_sources_at_1024_tokens_and_shows_those_that_m
     assert bars.scroll.isVisible() == (rows.size > bars.rows_in_view())
     bars.scroll.setValue(bars.scroll.maximum())
     assert bars.plots[2].viewRange()[1][1] == pytest.approx(rows.size - 0.5)  # the query's row is in view
+    panel.tabs.setCurrentIndex(1)  # the what-ifs: entropy curves over 1,024 queries, labelled where they fit
+    QApplication.processEvents()
+    labels = [label for _, label in panel.what_ifs.plot.getAxis("bottom")._tickLevels[0]]
+    assert 5 < len(labels) < 100 and labels[0].startswith("0 ") and labels[-1].startswith("1023 ")
+    panel.tabs.setCurrentIndex(0)
     s.set_text(text_of(1000))
 
 

@@ -8,10 +8,12 @@ none computes anything of the model.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QGridLayout,
@@ -28,6 +30,7 @@ from PySide6.QtWidgets import (
 from explorer.core.views import axis_labels, symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, Heatmap
 from explorer.qt.plot_items import LabelAxis
+from explorer.qt.ticks import LABEL_GAP_PX, thinned_ticks, widest
 from model.explain.scores import TERMS
 
 TARGET = QColor("#fde9c8")
@@ -158,9 +161,9 @@ class WhatIfView(QWidget):
         layout.addWidget(self.graphics, 1)
 
     def show_what_ifs(self, rows: list[tuple[str, float, float, float, str]], curves: list[np.ndarray],
-                      tokens: list[str], title: str) -> None:
+                      tokens: list[str], title: str, query: int | None = None) -> None:
         """``rows``: (knob, mean entropy, row entropy, p(target), top 3) per what-if; ``curves``
-        their entropies per query row."""
+        their entropies per query row; the token labels where they fit (always the ``query``'s)."""
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             cells = [row[0], f"{row[1]:.3f}", f"{row[2]:.3f}", f"{row[3]:.3f}", row[4]]
@@ -178,7 +181,11 @@ class WhatIfView(QWidget):
         if self.plot.titleLabel.text != title:
             self.plot.setTitle(title)
         axis = self.plot.getAxis("bottom")
-        axis.setTicks([[(float(i), label) for i, label in enumerate(axis_labels(tokens))], []])
+        labels = axis_labels(tokens)
+        room = self.plot.getViewBox().width() or 600.0  # px for T columns (before the first layout: a guess)
+        step = math.ceil((widest(axis, labels, QFontMetrics(self.font())) + LABEL_GAP_PX) * T / room) if T else 1
+        ticks = thinned_ticks(labels, step, [query])[0]  # at i + 0.5 (cells); here points sit at i
+        axis.setTicks([[(x - 0.5, label) for x, label in ticks], []])
         top = max([float(np.nanmax(c)) for c in curves if c.size] + [1.0])
         self.plot.setRange(xRange=(-0.5, max(T, 1) - 0.5), yRange=(0, top * 1.1), padding=0)
 

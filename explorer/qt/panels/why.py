@@ -332,7 +332,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
             rows.append((w.knob, w.mean_entropy, float(entropy[i]), w.target_prob, top))
             curves.append(entropy)
         title = f"entropy of each query row's attention weights, layer {layer} head {head} (bits)"
-        self.what_ifs.show_what_ifs(rows, curves, tokens, title)
+        self.what_ifs.show_what_ifs(rows, curves, tokens, title, i)
 
     def _draw_terms(self, ex, req: why.WhyRequest) -> None:
         if ex.score_terms is None:
