@@ -228,7 +228,7 @@ def rows_note(ex: Explanation, rows: np.ndarray) -> str:
     rest = np.setdiff1d(np.arange(ex.n_sources), rows)
     return (f"The bars show {rows.size:,} of the {ex.n_sources:,} tokens: the query, the first token and those with "
             f"the most attention or direct effect. The other {rest.size:,} hold {mean_attention(ex)[rest].sum():.3f} "
-            f"of the attention and add {ex.dla.sources[rest].sum():+.3f} to the logit directly.")
+            f"of the attention and add {round(float(ex.dla.sources[rest].sum()), 3) + 0.0:+.3f} to the logit directly.")
 
 
 def summary(ex: Explanation, tokens: list[str], name: Name) -> str:

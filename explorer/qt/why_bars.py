@@ -6,6 +6,8 @@ compute nothing of the model.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSignalBlocker, Qt
@@ -72,6 +74,7 @@ class SourceBars(pg.GraphicsLayoutWidget):
             top = float(np.abs(v).max()) if v.size else 1.0
             top = top or 1.0
             plot.setXRange(*((0, top * 1.05) if k == 0 else (-top * 1.05, top * 1.05)), padding=0)
+            plot.getAxis("bottom").setTickSpacing(levels=[(nice_step(top / 3), 0)])  # 3 or 4 labels from 0: no overlap
         axis = self.plots[0].getAxis("left")
         ticks = [(float(r), f"{self.rows[r]}  {values[0, r]:.3f}") for r in range(n)]
         widen_axis(axis, [t for _, t in ticks], QFontMetrics(self.font()))
@@ -133,3 +136,9 @@ class SourceBars(pg.GraphicsLayoutWidget):
                 r = int(round(plot.getViewBox().mapSceneToView(scene_pos).y()))
                 return r if 0 <= r < self.values.shape[1] else None
         return None
+
+
+def nice_step(x: float) -> float:
+    """The smallest of 1, 2 and 5 times a power of ten that is at least ``x`` (> 0)."""
+    power = 10.0 ** math.floor(math.log10(x))
+    return min(m * power for m in (1, 2, 5, 10) if m * power >= x * (1 - 1e-9))

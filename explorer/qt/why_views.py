@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QHeaderView,
     QLabel,
+    QLayout,
     QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
@@ -251,3 +252,17 @@ def align_top(label: QLabel, plain: bool = False) -> QLabel:
     label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
+
+
+def column(*items) -> QWidget:
+    """A page with ``items`` one under the other: widgets and layouts, or (item, stretch) pairs."""
+    page = QWidget()
+    col = QVBoxLayout(page)
+    col.setContentsMargins(2, 2, 2, 2)
+    for item in items:
+        item, stretch = item if isinstance(item, tuple) else (item, 0)
+        if isinstance(item, QLayout):
+            col.addLayout(item, stretch)
+        else:
+            col.addWidget(item, stretch)
+    return page

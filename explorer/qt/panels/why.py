@@ -36,7 +36,7 @@ from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
 from explorer.qt.why_bars import SourceBars
-from explorer.qt.why_views import HeadSwitches, LensTable, ScoreTermsView, WhatIfView, align_top
+from explorer.qt.why_views import HeadSwitches, LensTable, ScoreTermsView, WhatIfView, align_top, column
 from model.explain.report import resolve_target
 
 TOP_K = 5
@@ -99,7 +99,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
         bars.setSpacing(0)
         bars.addWidget(self.bars, 1)
         bars.addWidget(self.bars.scroll)
-        influence = self._column(align_top(QLabel(
+        influence = column(align_top(QLabel(
             "<b>Logit lens</b>: the next-token guess the residual stream holds after each stage, through the final "
             "norm and the unembedding (the last stage is the model's output).")), self.lens, self.attention_label,
             self.scope, (bars, 1), self.readout, self.disagree, self.sink, self.sums)
@@ -116,7 +116,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
         tau_row.addWidget(QLabel("what if the scores were divided by τ ="))
         tau_row.addWidget(self.tau_box)
         tau_row.addStretch(1)
-        knobs = self._column(align_top(QLabel(
+        knobs = column(align_top(QLabel(
             "<b>Switch heads off</b> (their output zeroed before W_O): every panel follows, the status bar lists "
             "them, and they stay while you type. Each button shows the head's direct contribution to the target's "
             "logit. Also from the attention panel's all-heads grid (right-click or Ctrl+click a tile).")),
@@ -139,22 +139,6 @@ class WhyPanel(RefreshWhenShown, QWidget):
         layout.addWidget(self.summary)
         layout.addWidget(self.ablation)
         layout.addWidget(self.tabs, 1)
-
-    @staticmethod
-    def _column(*items) -> QWidget:
-        page = QWidget()
-        col = QVBoxLayout(page)
-        col.setContentsMargins(2, 2, 2, 2)
-        for item in items:
-            if isinstance(item, tuple) and isinstance(item[0], QHBoxLayout):
-                col.addLayout(*item)
-            elif isinstance(item, tuple):
-                col.addWidget(*item)
-            elif isinstance(item, QHBoxLayout):
-                col.addLayout(item)
-            else:
-                col.addWidget(item)
-        return page
 
     # ---- choosing -------------------------------------------------------------------------------
     def token_name(self, token_id: int) -> str:
