@@ -54,8 +54,9 @@ def copies_per_batch(config, rows: int, keys: int) -> int:
 #: on one thread: a forward of GPT-2 small at T = 512 took 1.9 s, of a d_model = 8 model with
 #: 2 × 2 heads at T = 1,024 45 ms).
 CELL_MACS = 300
-#: The fixed cost of one forward call in MACs: a few hundred small operations. Measured: one
-#: batch of 31 copies at T = 32 on the default model costs 1.6 of its traces.
+#: The fixed cost of one forward call in MACs: a few hundred small operations, and small matrix
+#: products running far below the rate of large ones. Chosen so that the model gives what was
+#: measured: one batch of 31 copies at T = 32 on the default model costs 1.6 of its traces.
 CALL_MACS = 3e8
 
 
