@@ -149,9 +149,9 @@ def leave_one_out(model, tr: Trace, position: int, target: int, n_sources: int,
     -----
     Batched as the module says: the result does not depend on the batches (float32 rounding
     aside, 1e-5). Memory stays within about :data:`BATCH_BYTES` beyond the model, the trace and
-    one copy of its keys and values; time is about one forward of positions j+1..i per source j
-    with the causal mask (the last block's MLP and the unembedding run on row i only), of all T
-    positions without it.
+    a copy of the trace's keys and values before the batch's positions; time is about one forward
+    of positions j+1..i per source j with the causal mask (the last block's MLP and the
+    unembedding run on row i only), of all T positions without it.
     """
     hidden = list(range(n_sources)) if sources is None else sorted({int(j) for j in sources})
     if hidden and not (0 <= hidden[0] and hidden[-1] < n_sources):
@@ -161,16 +161,14 @@ def leave_one_out(model, tr: Trace, position: int, target: int, n_sources: int,
     if not hidden:
         return out
     causal, T = tr.causal, position + 1 if tr.causal else tr.n_tokens
-    device = model.tok_emb.weight.device
-    dtype = model.tok_emb.weight.dtype
-    kv = [(torch.tensor(layer.k[:, :T], dtype=dtype, device=device).unsqueeze(0),  # (1, n_kv_heads, T, d_head)
-           torch.tensor(layer.v[:, :T], dtype=dtype, device=device).unsqueeze(0)) for layer in tr.blocks]
     base = tr.interventions or Interventions()
-    ids = torch.tensor(tr.token_ids[:T], dtype=torch.long, device=device)  # (T,)
+    ids = torch.tensor(tr.token_ids[:T], dtype=torch.long, device=model.tok_emb.weight.device)  # (T,)
     base_logit = None
     for batch in _batches(hidden, causal, position, T, model.config):
-        p = min(batch) + 1 if causal and kv else 0  # positions 0..p-1 are the trace's in every copy
-        logits = _run_batch(model, tr, ids, kv, base, batch, p, position, unmasked=base_logit is None)
+        p = min(batch) + 1 if causal else 0  # positions 0..p-1 are the trace's in every copy
+        if 8 * p < T:
+            p = 0  # a cache would save less than an eighth of the positions: run them all (as at T = 32)
+        logits = _run_batch(model, tr, ids, base, batch, p, position, unmasked=base_logit is None)
         logits = logits[:, 0, target].double().cpu().numpy()  # (B,)
         if base_logit is None:
             base_logit, logits = logits[0], logits[1:]
@@ -178,7 +176,7 @@ def leave_one_out(model, tr: Trace, position: int, target: int, n_sources: int,
     return out
 
 
-def _run_batch(model, tr: Trace, ids: torch.Tensor, kv: list, base: Interventions, batch: list[int], p: int,
+def _run_batch(model, tr: Trace, ids: torch.Tensor, base: Interventions, batch: list[int], p: int,
                position: int, unmasked: bool) -> torch.Tensor:
     """Logits at ``position`` (B, 1, vocab_size) of copies hiding each key of ``batch`` (and
     first an unmasked copy when ``unmasked``), running positions p.. after the trace's first p."""
@@ -192,7 +190,10 @@ def _run_batch(model, tr: Trace, ids: torch.Tensor, kv: list, base: Intervention
         masks = torch.cat([torch.ones(1, T - p, T, dtype=torch.bool, device=device), masks])  # row 0: nothing hidden
     if base.key_mask is not None:
         masks = masks & base.key_mask.to(device)[..., p:T, :T]
-    caches = [_Prefix(k[:, :, :p], v[:, :, :p]) for k, v in kv] or None
+    dtype = model.tok_emb.weight.dtype
+    caches = [_Prefix(torch.tensor(layer.k[:, :p], dtype=dtype, device=device).unsqueeze(0),  # (1, n_kv_heads, p, d_head)
+                      torch.tensor(layer.v[:, :p], dtype=dtype, device=device).unsqueeze(0))
+              for layer in tr.blocks] if p else None
     with torch.no_grad():
         return model._run(ids[p:].unsqueeze(0), tr.positional_encoding, tr.causal, None,  # (1, T - p): one embedding
                           base.with_key_mask(masks), positions=[position - p], caches=caches)  # (B, 1, vocab_size)
