@@ -139,3 +139,21 @@ def test_the_cap_and_the_cost_follow_the_models_size():
     assert loo.copies_per_batch(D8, 32, 32) > 32
     # the job at T = 512 for GPT-2 small: lens and DLA, three copies of up to one pass each
     assert 3 <= why.job_passes(GPT2_SMALL, 512, 512, False, what_ifs=False) <= 5
+
+
+def test_should_stop_is_asked_before_each_batch_and_stops_the_work(long_model, monkeypatch):
+    model, tr = long_model
+    monkeypatch.setattr(loo, "BATCH_BYTES", 1)  # a batch per hidden key
+    asked = []
+
+    def stop_at_third() -> bool:
+        asked.append(1)
+        return len(asked) == 3
+
+    with pytest.raises(loo.Interrupted):
+        leave_one_out(model, tr, 29, 5, 30, should_stop=stop_at_third)
+    assert len(asked) == 3  # two batches ran, the third was not started
+    full = leave_one_out(model, tr, 29, 5, 30)
+    np.testing.assert_array_equal(leave_one_out(model, tr, 29, 5, 30, should_stop=lambda: False), full)
+    with pytest.raises(loo.Interrupted):
+        explain(model, tr, 29, 5, should_stop=lambda: True)

@@ -10,7 +10,7 @@ from the explanation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -23,6 +23,7 @@ from model.explain import (
     explain,
     leave_one_out_sources,
     prediction,
+    stop_if,
     what_if,
 )
 from model.explain.loo import forward_macs, leave_one_out_macs
@@ -55,7 +56,8 @@ class WhyRequest:
     ``target`` None is the top-1 at ``position``; ``head`` is the layer-0 head whose scores are
     split into terms; ``temperature`` the τ of the what-if knob; ``tokens`` the trace's token
     texts (for drawing the result); ``what_ifs`` False leaves the what-ifs out (three traces: only
-    while their tab is shown).
+    while their tab is shown); ``should_stop`` is asked between the job's steps (True: stop with
+    :class:`~model.explain.loo.Interrupted`, as the session's worker does when newer work waits).
     """
 
     trace: Trace
@@ -66,6 +68,7 @@ class WhyRequest:
     top_k: int = 5
     tokens: tuple[str, ...] = ()
     what_ifs: bool = True
+    should_stop: Callable[[], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -125,11 +128,14 @@ def baseline(tr: Trace, position: int, target: int, top_k: int) -> WhatIf:
 
 
 def why_job(checkpoint, request: WhyRequest) -> WhyResult:
-    """The session job: :func:`explain` and the what-ifs of ``request`` with ``checkpoint``'s model."""
+    """The session job: :func:`explain` and the what-ifs of ``request`` with ``checkpoint``'s model.
+
+    Raises :class:`~model.explain.loo.Interrupted` between two steps when ``request.should_stop()``
+    says so (a step is at most one batch of leave-one-out or one what-if trace)."""
     model, tr, i = checkpoint.model, request.trace, request.position
     S = i + 1 if tr.causal else tr.n_tokens
     ex = explain(model, tr, i, request.target, head=request.head, top_k=request.top_k,
-                 max_leave_one_out=leave_one_out_cap(model.config, S))
+                 max_leave_one_out=leave_one_out_cap(model.config, S), should_stop=request.should_stop)
     t = ex.target_id
     forced = tr.interventions.scale_scores if tr.interventions is not None else None
     scaled = model.config.scale_scores if forced is None else forced
@@ -139,6 +145,7 @@ def why_job(checkpoint, request: WhyRequest) -> WhyResult:
         runs = [baseline(tr, i, t, k)]
         for knobs in (dict(scale_scores=not scaled, knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
                       dict(temperature=request.temperature), dict(causal=not tr.causal)):
+            stop_if(request.should_stop)
             runs.append(replace(what_if(model, tr, i, t, top_k=k, **knobs), trace=None))
     plain = None
     if tr.interventions is not None and tr.interventions.ablate:

@@ -8,6 +8,7 @@ long contexts only for the sources that :func:`leave_one_out_sources` picks).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -151,7 +152,8 @@ def leave_one_out_sources(attention: np.ndarray, direct: np.ndarray, position: i
 
 
 def explain(model, tr: Trace, position: int | None = None, target: int | None = None, *, head: int = 0,
-            top_k: int = 5, leave_one_out: bool = True, max_leave_one_out: int | None = None) -> Explanation:
+            top_k: int = 5, leave_one_out: bool = True, max_leave_one_out: int | None = None,
+            should_stop: Callable[[], bool] | None = None) -> Explanation:
     """Explain trace ``tr``'s prediction at ``position``: lens, attribution, leave-one-out, score terms.
 
     Parameters
@@ -176,6 +178,9 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
         (:func:`leave_one_out_sources`: the first token and those with the most attention or
         direct effect), NaN for the others. Each source hidden costs up to one forward of the
         i + 1 tokens: at T = 1,024 all of them are a thousand forwards.
+    should_stop : callable () -> bool, optional
+        Asked between the steps of leave-one-out; True stops with
+        :class:`~model.explain.loo.Interrupted` (a GUI's worker thread: newer work waits).
 
     Returns
     -------
@@ -185,6 +190,8 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
     ------
     ValueError
         On an empty trace, or a position, target, head or max_leave_one_out out of range.
+    Interrupted
+        When ``should_stop()`` returned True.
     """
     T, cfg = tr.n_tokens, model.config
     if T == 0:
@@ -209,7 +216,7 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
     loo = computed = None
     if leave_one_out:
         sources = leave_one_out_sources(attention.mean(axis=(0, 1)), dla.sources, position, max_leave_one_out)
-        loo = _leave_one_out(model, tr, position, target, S, sources)
+        loo = _leave_one_out(model, tr, position, target, S, sources, should_stop)
         computed = np.zeros(S, dtype=bool)
         computed[sources] = True
     return Explanation(

@@ -207,7 +207,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
         head = min(s.head, s.config.n_heads - 1)
         what_ifs = self.tabs.currentIndex() == 1  # three more traces: only while they are shown
         request = why.WhyRequest(s.trace, pos, self.target.target, head, self.tau_box.value(), TOP_K,
-                                 tuple(s.tokens), what_ifs)
+                                 tuple(s.tokens), what_ifs, should_stop=s.job_superseded)
         S = pos + 1 if s.trace.causal else s.trace.n_tokens
         passes = why.job_passes(s.config, S, s.trace.n_tokens, bool(s.interventions.ablate), what_ifs)
         self.waiting = True
