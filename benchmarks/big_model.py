@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import prefix_reuse
+from benchmarks import explain, prefix_reuse
 from benchmarks.common import settle
 from benchmarks.keystroke import WORDS, text_of
 from model import GPT, GPTConfig, save_checkpoint
@@ -210,8 +210,8 @@ def _shows(session, text: str, expected: tuple[list[int], list[str]] | None = No
 
 
 def measure(app, window, quick: bool) -> dict[str, float]:
-    """Open time, model ms at 32/256/512/1024 tokens, prefix reuse, keystroke at T = 512 and the
-    typing and paste stalls for the GPT-2-small-sized model."""
+    """Open time, model ms at 32/256/512/1024 tokens, prefix reuse, the Why panel's job at T = 512,
+    keystroke at T = 512 and the typing and paste stalls for the GPT-2-small-sized model."""
     with tempfile.TemporaryDirectory() as tmp:
         path = write_checkpoint(Path(tmp))
         t0 = time.perf_counter()
@@ -227,6 +227,7 @@ def measure(app, window, quick: bool) -> dict[str, float]:
         out[f"big_model_ms_t{n}"] = model_ms(model, n, reps=1 if quick or n == 1024 else 3)
     out["big_model_full_ms_t512"] = model_ms(model, 512, reps=1 if quick else 3)
     out.update(prefix_reuse.measure(model, window.session.tokenizer, quick))
+    out.update(explain.why_job_t512(model, window.session.tokenizer, text_of(512), reps=1 if quick else 3))
     gc.collect()
     out.update(keystroke_t512(app, window, edits=10 if quick else 30))
     text = "once upon a time there was a little girl named lily"[:50]

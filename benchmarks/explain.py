@@ -1,4 +1,5 @@
-"""What the Why panel adds to a keystroke: ``explain()`` on the default model at T = 32."""
+"""What the Why panel adds to a keystroke: ``explain()`` on the default model at T = 32, and the
+Why panel's job on the GPT-2-small-sized model at T = 512 (:func:`why_job_t512`)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,31 @@ def measure(reps: int = 200) -> dict[str, float]:
         "explain_score_terms_ms_t32": _median_ms(lambda: score_terms(model, tr, 0), reps),
         "explain_loo_unbatched_ms_t32": _median_ms(unbatched, max(10, reps // 10)),
     }
+
+
+def why_job_t512(model, tokenizer, text: str, reps: int) -> dict[str, float]:
+    """Median ms of the Why panel's job (:func:`explorer.core.why.why_job`, as its first tab asks:
+    no what-ifs) at the last of 512 tokens, the trace already made (as the session has it), one
+    torch thread as the app's.
+
+    Returns
+    -------
+    dict
+        big_model_why_job_ms_t512, and big_model_why_hidden_t512: the sources whose leave-one-out
+        the job computed (the cap, :func:`explorer.core.why.leave_one_out_cap`).
+    """
+    from types import SimpleNamespace
+
+    from explorer.core import why
+
+    ids = tokenizer.encode(text).ids
+    tr = model.trace(ids)
+    request = why.WhyRequest(tr, tr.n_tokens - 1, None, 0, what_ifs=False)
+    checkpoint = SimpleNamespace(model=model)
+    times, result = [], None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        result = why.why_job(checkpoint, request)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {f"big_model_why_job_ms_t{tr.n_tokens}": float(np.median(times)),
+            f"big_model_why_hidden_t{tr.n_tokens}": float(result.explanation.n_leave_one_out)}

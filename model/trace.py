@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", help="with --explain or --over-training: the token to follow, as the tokenizer "
                    "writes it or #ID (default: --explain the top-1; --over-training the next token)")
     p.add_argument("--head", type=int, default=0, help="with --explain: the layer-0 head whose scores are split (0)")
+    p.add_argument("--max-sources", type=int, metavar="N", help="with --explain: leave-one-out for at most N earlier "
+                   "tokens (the first, and those with the most attention or direct effect; the others null); "
+                   "default all (one forward each: slow for long texts and big models)")
     p.add_argument("--generate", type=int, metavar="N", help="continue the text by N tokens: greedy (the most "
                    "likely each time), or sampled with --temperature above 0; the output adds them ('generated')")
     p.add_argument("--temperature", type=float, default=0.0, help="with --generate: 0 greedy (default), else "
@@ -190,14 +193,17 @@ def _print_text(tr: Trace, tokens, top, ex, name, gen=None) -> None:
 def _explain(args, ckpt, tr):
     """(Explanation, what-ifs) that ``--explain`` asks for, or None; ValueError on a bad option."""
     if not args.explain:
-        if args.position is not None or args.target is not None or args.head:
-            raise ValueError("--position, --target and --head go with --explain")
+        if args.position is not None or args.target is not None or args.head or args.max_sources is not None:
+            raise ValueError("--position, --target, --head and --max-sources go with --explain")
         return None
     from model.explain import explain, standard_what_ifs
     from model.explain.report import resolve_target
 
     target = None if args.target is None else resolve_target(args.target, ckpt.tokenizer, ckpt.model.config.vocab_size)
-    ex = explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k)
+    if args.max_sources is not None and args.max_sources < 1:
+        raise ValueError(f"--max-sources must be at least 1, got {args.max_sources}")
+    ex = explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k,
+                 max_leave_one_out=args.max_sources)
     return ex, standard_what_ifs(ckpt.model, tr, ex.position, ex.target_id, top_k=args.top_k)
 
 

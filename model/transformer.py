@@ -103,9 +103,10 @@ class Attention(nn.Module):
             What-if changes (:mod:`model.interventions`): extra key masks, τ, scale on/off,
             ablated heads. None is the plain model.
         cache : model.rowstore.KVSlot, optional
-            The keys and values of the ``cache.start`` positions before these (B = 1, no
-            ``intervene``): ``cache.update(k, v)`` stores this call's and returns every
-            position's, (1, n_kv_heads, start + T, d_head) each.
+            The keys and values of the ``cache.start`` positions before these:
+            ``cache.update(k, v)`` stores this call's and returns every position's,
+            (B, n_kv_heads, start + T, d_head) each (a KVSlot for one sequence, B = 1;
+            leave-one-out's prefix for a batch of masked copies, :mod:`model.explain.loo`).
 
         Returns
         -------

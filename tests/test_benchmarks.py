@@ -20,6 +20,7 @@ REQUIRED = [
     "big_model_append_ms_t512", "big_model_full_ms_t512", "big_model_trace_mb_t1024",
     "big_model_memory_growth_mb_200_edits", "big_model_keystroke_ms_t512", "big_model_keystroke_max_stall_ms_t512",
     "snapshot_step_ms_median", "keystroke_ms_median_t32_why", "why_drawn_ms_median_t32",
+    "big_model_why_job_ms_t512",
 ]
 
 

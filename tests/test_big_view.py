@@ -4,16 +4,20 @@ heatmap zooms and pans with its labels appearing as soon as they fit."""
 
 import numpy as np
 import pytest
+import torch
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QMouseEvent, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from conftest import make_tiny_checkpoint
+from explorer.core import why
 from explorer.core.head_maps import mosaic_image, pool_heads
 from explorer.core.views import masked_as_nan
 from explorer.qt.heatmap import Heatmap
 from explorer.qt.plot_items import MatrixImage
 from explorer_helpers import make_window
+from model.explain import leave_one_out_sources
+from model.interventions import Interventions
 
 WORDS = "the cat sat on the mat . the dog sat on the log . a cat and a dog played in the sun .".split()
 
@@ -87,6 +91,44 @@ def test_an_append_redraws_the_new_rows_and_shows_what_a_full_trace_shows(big_wi
     mosaic = att.grid.image.image
     np.testing.assert_allclose(mosaic, mosaic_image(pool_heads(full, att.grid.CELL), att.grid.GAP), atol=1e-6)
     att.all_heads.setChecked(False)
+
+
+def test_the_why_panel_hides_a_few_sources_at_1024_tokens_and_shows_those_that_matter(big_window):
+    s = big_window.session
+    s.set_text(text_of(1030))
+    big_window.docks["why"].raise_()
+    QApplication.processEvents()
+    panel = big_window.panels["why"]
+    ex = panel.result.explanation
+    assert ex.n_sources == 1024 and ex.position == 1023
+    cap = why.leave_one_out_cap(s.config, 1024)
+    assert why.LOO_MIN_SOURCES < cap < why.LOO_MAX_SOURCES and ex.n_leave_one_out == cap
+    attention = ex.attention.mean(axis=(0, 1))
+    done = np.flatnonzero(ex.leave_one_out_computed)
+    assert done.tolist() == leave_one_out_sources(attention, ex.dla.sources, 1023, cap).tolist()
+    j = int(np.argmax(attention[:1023]))  # the most attended source: hidden, and its effect a re-run's
+    hide = torch.ones(1024, 1024, dtype=torch.bool)
+    hide[:, j], hide[j, j] = False, True
+    rerun = s.model.trace(list(s.trace.token_ids), interventions=Interventions(key_mask=hide))
+    want = s.trace.logits[1023, ex.target_id] - rerun.logits[1023, ex.target_id]
+    assert ex.leave_one_out[j] == pytest.approx(want, abs=1e-5)
+    assert panel.scope.text().startswith(f"Leave-one-out for {cap} of 1,023 earlier tokens")
+    rows = why.shown_sources(ex)
+    bars = panel.bars
+    assert bars.values.shape == (3, rows.size) and rows.size <= why.SHOWN_SOURCES + 2
+    assert len(bars.bars[2].opts["y"]) == cap  # no leave-one-out bar for the sources not computed
+    assert bars.rows[-1].startswith("1023 ") and bars.rows[-1].endswith("(query)")
+    missing = int(np.flatnonzero(~ex.leave_one_out_computed[rows])[0])
+    assert f"not computed: only the {cap} sources with most attention" in bars.describe_row(missing)
+    assert bars.scroll.isVisible() == (rows.size > bars.rows_in_view())
+    bars.scroll.setValue(bars.scroll.maximum())
+    assert bars.plots[2].viewRange()[1][1] == pytest.approx(rows.size - 0.5)  # the query's row is in view
+    panel.tabs.setCurrentIndex(1)  # the what-ifs: entropy curves over 1,024 queries, labelled where they fit
+    QApplication.processEvents()
+    labels = [label for _, label in panel.what_ifs.plot.getAxis("bottom")._tickLevels[0]]
+    assert 5 < len(labels) < 100 and labels[0].startswith("0 ") and labels[-1].startswith("1023 ")
+    panel.tabs.setCurrentIndex(0)
+    s.set_text(text_of(1000))
 
 
 # ---- zoom and pan -------------------------------------------------------------------------------

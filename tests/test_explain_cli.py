@@ -66,6 +66,14 @@ def test_defaults_are_the_last_position_and_the_top_token(ckpt_path, capsys):
     assert hashed["logit"] == out["logit"]
 
 
+def test_max_sources_hides_at_most_that_many(ckpt_path, capsys):
+    out = run_json(capsys, str(ckpt_path), TEXT, "--explain", "--max-sources", "3")
+    assert len(out["leave_one_out"]) == 8 and len(out["leave_one_out_computed"]) == 3
+    assert [j for j, v in enumerate(out["leave_one_out"]) if v is not None] == out["leave_one_out_computed"]
+    assert 0 in out["leave_one_out_computed"]
+    assert run_json(capsys, str(ckpt_path), TEXT, "--explain")["leave_one_out_computed"] == list(range(8))
+
+
 def test_without_json_a_readable_summary(ckpt_path, capsys):
     assert main([str(ckpt_path), TEXT, "--explain", "--target", "cat"]) == 0
     text = capsys.readouterr().out
@@ -80,6 +88,8 @@ def test_without_json_a_readable_summary(ckpt_path, capsys):
     (["--explain", "--position", "9"], "position 9 is out of range"),
     (["--explain", "--head", "2"], "head 2"),
     (["--position", "1"], "go with --explain"),
+    (["--max-sources", "4"], "go with --explain"),
+    (["--explain", "--max-sources", "0"], "--max-sources must be at least 1"),
 ])
 def test_bad_explain_options_exit_2_with_one_line(ckpt_path, capsys, args, words):
     assert main([str(ckpt_path), TEXT] + args) == 2

@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject
 
 from conftest import make_tiny_checkpoint
 from explorer.qt.session import Session
+from model.explain import stop_if
 
 
 def _ids(checkpoint, inputs):
@@ -113,3 +114,48 @@ def test_a_slow_model_s_jobs_leave_the_gui_thread_and_say_how_slow(qtbot, tiny_c
     qtbot.waitUntil(lambda: bool(got))
     assert got[0].value[1] is not threading.main_thread()
     s.shutdown()
+
+
+def test_a_long_job_stops_between_steps_when_a_newer_text_waits(qtbot, async_session):
+    """A job that asks ``job_superseded`` between steps (as the Why panel's leave-one-out does)
+    stops when the trace of a newer text is queued behind it; its result is dropped quietly and
+    the newer text's trace follows at once."""
+    s = async_session
+    started, steps, got, failed = threading.Event(), [], [], []
+    s.sig_job_failed.connect(failed.append)
+
+    def long_job(checkpoint, inputs):
+        started.set()
+        for step in range(2000):  # ~10 s unless stopped
+            stop_if(s.job_superseded)
+            steps.append(step)
+            threading.Event().wait(0.005)
+        return "finished"
+
+    assert not s.job_superseded()  # on the GUI thread: never
+    s.submit(QObject(), long_job, None, got.append, passes=10 ** 6)
+    qtbot.waitUntil(started.is_set, timeout=5000)  # after the trace the session queued before it
+    s.set_text("the cat sat")  # a trace: priority over any job
+    qtbot.waitUntil(lambda: not s.busy and s.trace is not None and s.trace.n_tokens == 3, timeout=5000)
+    assert 0 < len(steps) < 2000 and got == [] and failed == []
+
+
+def test_the_worker_says_superseded_for_its_key_or_a_higher_priority_only(qtbot):
+    from explorer.qt.jobs import Worker
+
+    w = Worker()
+    go, seen = threading.Event(), []
+
+    def work():
+        go.wait(5)
+        return w.superseded
+
+    w.submit("a", work, lambda value, exc, ms: seen.append(value), priority=1)
+    w.submit("b", lambda: None, lambda *_: None, priority=1)  # another key, the same priority
+    assert not w.superseded
+    w.submit("t", lambda: None, lambda *_: None, priority=0)  # a trace: first in line
+    assert w.superseded
+    go.set()
+    qtbot.waitUntil(lambda: not w.busy and bool(seen))
+    assert seen == [True] and not w.superseded  # reset when the next work starts
+    w.shutdown()

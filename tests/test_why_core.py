@@ -52,6 +52,7 @@ def test_the_job_is_explain_and_the_what_ifs(family):
     np.testing.assert_array_equal(r.explanation.dla.sources, ref.dla.sources)
     np.testing.assert_array_equal(r.explanation.leave_one_out, ref.leave_one_out)
     assert [w.knob for w in r.what_ifs][0] == "baseline" and r.plain is None
+    assert r.what_ifs[0].trace is tr and all(w.trace is None for w in r.what_ifs[1:])  # numbers kept, not traces
     assert r.what_ifs[0].target_prob == pytest.approx(float(tr.probs[5, 3]))
     np.testing.assert_allclose(r.what_ifs[0].attn_entropy, what_if(model, tr, 5, 3).attn_entropy, atol=1e-9)
     scaled = model.config.scale_scores
@@ -89,8 +90,11 @@ def test_stage_titles_and_component_names():
     assert why.component_name("blocks.1.attn.b_O") == "W_O's bias L1" and why.component_name("tok_emb").startswith("token")
 
 
-def test_the_estimate_of_passes_grows_with_the_sources_and_the_ablation():
-    assert why.job_passes(1, 32, False) < why.job_passes(32, 32, False) < why.job_passes(32, 32, True)
+def test_the_estimate_of_passes_grows_with_the_sources_and_the_ablation(default):
+    cfg = default.model.config
+    assert why.job_passes(cfg, 1, 32, False) < why.job_passes(cfg, 32, 32, False) < why.job_passes(cfg, 32, 32, True)
+    # 31 batched copies at T = 32 cost 1.6 traces (measured): the estimate says 2 with the lens and DLA's 1
+    assert why.job_passes(cfg, 32, 32, False, what_ifs=False) == 3
 
 
 def test_the_model_seen_through_interventions_applies_them_unless_others_are_given():

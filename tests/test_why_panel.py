@@ -309,7 +309,7 @@ def test_a_fast_model_is_traced_here_but_explained_on_the_worker(qtbot, tiny_che
     assert not s.traces_off_gui_thread and s.trace.n_tokens == 6  # the trace: at once, on the GUI thread
     assert panel.waiting and panel.status.text() == "computing…"  # the job: 3 passes, off the GUI thread
     # 3 passes at 0.2 ms a token over at least the warm-up's 8 tokens (a pass has a fixed cost too)
-    assert s.expected_ms(why.job_passes(6, 6, False, what_ifs=False)) == pytest.approx(3 * 0.2 * 8)
+    assert s.expected_ms(why.job_passes(s.config, 6, 6, False, what_ifs=False)) == pytest.approx(3 * 0.2 * 8)
     qtbot.waitUntil(lambda: panel.drawn_trace is s.trace, timeout=10000)
     assert not panel.waiting and panel.result.explanation.position == 5
     s.shutdown()

@@ -10,12 +10,23 @@ from the explanation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
+import torch
 
-from model.explain import Explanation, WhatIf, attention_entropy, explain, prediction, what_if
+from model.explain import (
+    Explanation,
+    WhatIf,
+    attention_entropy,
+    explain,
+    leave_one_out_sources,
+    prediction,
+    stop_if,
+    what_if,
+)
+from model.explain.loo import forward_macs, leave_one_out_macs
 from model.interventions import Interventions
 from model.records import Trace
 
@@ -25,6 +36,18 @@ Name = Callable[[int], str]  # token id -> its display text
 COMPONENT_NAMES = {"tok_emb": "token embedding e_i", "pos_emb": "positional p_i", "attn.b_V": "value bias",
                    "attn.b_O": "W_O's bias", "mlp": "MLP", "ln_f.bias": "final norm's shift β"}
 
+#: Leave-one-out costs up to one forward of the text per source hidden, so the job hides at most
+#: LOO_MAX_SOURCES sources (as many bars as a learner reads), and fewer where they would cost more
+#: than LOO_BUDGET_MACS multiply-adds (:func:`model.explain.loo.leave_one_out_macs`: about 1 s on
+#: one thread of the project's machine), but never fewer than LOO_MIN_SOURCES: the first token (the
+#: "attention sink"), the one with the most attention and the one with the largest direct effect,
+#: the comparison the panel is for. Every source is hidden while that fits: the default model's 31.
+LOO_MAX_SOURCES = 64
+LOO_MIN_SOURCES = 3
+LOO_BUDGET_MACS = 3e10
+#: The bars show every source up to this many (and the query); beyond, those that matter most.
+SHOWN_SOURCES = 64
+
 
 @dataclass(frozen=True)
 class WhyRequest:
@@ -33,7 +56,8 @@ class WhyRequest:
     ``target`` None is the top-1 at ``position``; ``head`` is the layer-0 head whose scores are
     split into terms; ``temperature`` the τ of the what-if knob; ``tokens`` the trace's token
     texts (for drawing the result); ``what_ifs`` False leaves the what-ifs out (three traces: only
-    while their tab is shown).
+    while their tab is shown); ``should_stop`` is asked between the job's steps (True: stop with
+    :class:`~model.explain.loo.Interrupted`, as the session's worker does when newer work waits).
     """
 
     trace: Trace
@@ -44,6 +68,7 @@ class WhyRequest:
     top_k: int = 5
     tokens: tuple[str, ...] = ()
     what_ifs: bool = True
+    should_stop: Callable[[], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -59,20 +84,41 @@ class Plain:
 @dataclass(frozen=True)
 class WhyResult:
     """An explanation and the what-ifs: baseline (the trace itself), the 1/√d_head scale flipped,
-    τ, and the causal mask flipped (empty when not asked for); ``plain`` is set while heads are
-    switched off."""
+    τ, and the causal mask flipped (empty when not asked for; the three re-runs without their
+    traces: ``trace`` None); ``plain`` is set while heads are switched off."""
 
     explanation: Explanation
     what_ifs: tuple[WhatIf, ...]
     plain: Plain | None
 
 
-def job_passes(n_sources: int, n_tokens: int, ablated: bool, what_ifs: bool = True) -> int:
+def leave_one_out_cap(config, n_sources: int) -> int | None:
+    """How many sources the Why job hides (``explain``'s ``max_leave_one_out``): None for all of
+    them (S - 1 sources, while they fit in :data:`LOO_BUDGET_MACS` and number at most
+    :data:`LOO_MAX_SOURCES`), else the most that fit, at least :data:`LOO_MIN_SOURCES`.
+
+    Counted as if every source hidden ran all S positions (hiding a recent token costs less):
+    the default model hides all 31 at T = 32; a d_model = 8 model of 2 × 2 heads about 20 at
+    T = 1,024; GPT-2 small 3 at T = 512.
+    """
+    n = max(n_sources - 1, 0)
+    if n <= LOO_MAX_SOURCES and leave_one_out_macs(config, n, n_sources) <= LOO_BUDGET_MACS:
+        return None
+    fits = [k for k in range(LOO_MIN_SOURCES, min(n, LOO_MAX_SOURCES) + 1)
+            if leave_one_out_macs(config, k, n_sources) <= LOO_BUDGET_MACS]
+    return max(fits, default=LOO_MIN_SOURCES)
+
+
+def job_passes(config, n_sources: int, n_tokens: int, ablated: bool, what_ifs: bool = True) -> int:
     """About how many forward passes of T tokens :func:`why_job` costs: the lens, attribution and
-    score terms about one; leave-one-out one batched forward of S copies (measured at T = 32 on the
-    default model: 1.6 traces' time for S = 32); three what-if traces at about 1.2 each; one more
-    trace while heads are switched off."""
-    loo = 1 + n_sources / max(n_tokens, 1)
+    score terms about one; leave-one-out of the sources :func:`leave_one_out_cap` allows, at most
+    what :func:`model.explain.loo.leave_one_out_macs` counts against a trace's work (batched: at
+    T = 32 on the default model 31 copies cost 1.6 traces; at long contexts a copy costs up to a
+    trace); three what-if traces at about 1.2 each; one more trace while heads are switched off."""
+    cap = leave_one_out_cap(config, n_sources)
+    hidden = max(n_sources - 1, 0) if cap is None else cap
+    trace = forward_macs(config, n_tokens, n_tokens, 1, n_tokens)
+    loo = leave_one_out_macs(config, hidden, n_sources) / trace
     return math.ceil(1 + loo + (3 * 1.2 if what_ifs else 0) + (1 if ablated else 0))
 
 
@@ -82,27 +128,34 @@ def baseline(tr: Trace, position: int, target: int, top_k: int) -> WhatIf:
 
 
 def why_job(checkpoint, request: WhyRequest) -> WhyResult:
-    """The session job: :func:`explain` and the what-ifs of ``request`` with ``checkpoint``'s model."""
+    """The session job: :func:`explain` and the what-ifs of ``request`` with ``checkpoint``'s model.
+
+    Raises :class:`~model.explain.loo.Interrupted` between two steps when ``request.should_stop()``
+    says so (a step is at most one batch of leave-one-out or one what-if trace)."""
     model, tr, i = checkpoint.model, request.trace, request.position
-    ex = explain(model, tr, i, request.target, head=request.head, top_k=request.top_k)
+    S = i + 1 if tr.causal else tr.n_tokens
+    ex = explain(model, tr, i, request.target, head=request.head, top_k=request.top_k,
+                 max_leave_one_out=leave_one_out_cap(model.config, S), should_stop=request.should_stop)
     t = ex.target_id
     forced = tr.interventions.scale_scores if tr.interventions is not None else None
     scaled = model.config.scale_scores if forced is None else forced
     runs = []
-    if request.what_ifs:
+    if request.what_ifs:  # kept without their traces (GPT-2 small's at T = 1,024: 1.2 GB each)
         k = request.top_k
-        runs = [baseline(tr, i, t, k),
-                what_if(model, tr, i, t, scale_scores=not scaled, top_k=k,
-                        knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
-                what_if(model, tr, i, t, temperature=request.temperature, top_k=k),
-                what_if(model, tr, i, t, causal=not tr.causal, top_k=k)]
+        runs = [baseline(tr, i, t, k)]
+        for knobs in (dict(scale_scores=not scaled, knob="with 1/√d_head" if not scaled else "no 1/√d_head"),
+                      dict(temperature=request.temperature), dict(causal=not tr.causal)):
+            stop_if(request.should_stop)
+            runs.append(replace(what_if(model, tr, i, t, top_k=k, **knobs), trace=None))
     plain = None
     if tr.interventions is not None and tr.interventions.ablate:
         free = replace(tr.interventions, ablate=())
-        p = model.trace(tr.token_ids.tolist(), positional_encoding=tr.positional_encoding, causal=tr.causal,
-                        interventions=free)
-        ((top, top_prob),), prob = prediction(p.logits[i], t, 1)
-        plain = Plain(float(p.logits[i, t]), prob, top, top_prob)
+        ids = torch.tensor(tr.token_ids, dtype=torch.long, device=model.tok_emb.weight.device)
+        with torch.no_grad():  # position i's logits only: no trace of every tensor
+            logits = model(ids, positional_encoding=tr.positional_encoding, causal=tr.causal, interventions=free,
+                           positions=[i])[0].double().cpu().numpy()  # (vocab_size,)
+        ((top, top_prob),), prob = prediction(logits, t, 1)
+        plain = Plain(float(logits[t]), prob, top, top_prob)
     return WhyResult(ex, tuple(runs), plain)
 
 
@@ -149,30 +202,70 @@ def component_name(key: str) -> str:
     return COMPONENT_NAMES.get(key, key)
 
 
+def hidden_sources(ex: Explanation) -> list[int]:
+    """The sources j != i whose leave-one-out was computed (empty without leave-one-out)."""
+    if ex.leave_one_out_computed is None:
+        return []
+    return [int(j) for j in np.flatnonzero(ex.leave_one_out_computed) if j != ex.position]
+
+
+def leave_one_out_scope(ex: Explanation) -> str:
+    """One line when leave-one-out was computed for only some sources (long texts), else ""."""
+    if not ex.leave_one_out_capped:
+        return ""
+    return (f"Leave-one-out for {ex.n_leave_one_out:,} of {ex.n_sources - 1:,} earlier tokens (those with most "
+            "attention or direct effect, and the first): each hidden token costs a forward pass of the text.")
+
+
+def shown_sources(ex: Explanation, limit: int = SHOWN_SOURCES) -> np.ndarray:
+    """The sources the bars show, in text order: all S while S <= ``limit`` + 1, else the query, the
+    first token, and those with the most attention or direct effect (:func:`leave_one_out_sources`
+    with ``limit``), and every source whose leave-one-out was computed."""
+    if ex.n_sources <= limit + 1:
+        return np.arange(ex.n_sources)
+    rows = set(leave_one_out_sources(mean_attention(ex), ex.dla.sources, ex.position, limit).tolist())
+    rows |= {ex.position, *hidden_sources(ex)}
+    return np.array(sorted(rows), dtype=np.int64)
+
+
+def rows_note(ex: Explanation, rows: np.ndarray) -> str:
+    """"" when the bars show every source, else which they show and what the others add up to."""
+    if rows.size >= ex.n_sources:
+        return ""
+    rest = np.setdiff1d(np.arange(ex.n_sources), rows)
+    return (f"The bars show {rows.size:,} of the {ex.n_sources:,} tokens: the query, the first token and those with "
+            f"the most attention or direct effect. The other {rest.size:,} hold {mean_attention(ex)[rest].sum():.3f} "
+            f"of the attention and add {round(float(ex.dla.sources[rest].sum()), 3) + 0.0:+.3f} to the logit directly.")
+
+
 def summary(ex: Explanation, tokens: list[str], name: Name) -> str:
     """The prediction explained, and the earlier token with the most attention set against the one
     whose hiding changes the target's logit most (the README's worked example, from the numbers)."""
     i, target = ex.position, repr(name(ex.target_id))
     text = (f"After {tokens[i]!r} (position {i}) the model gives {target} p = {ex.prob:.3f} "
             f"(logit {ex.logit:.3f}).")
-    others = [j for j in range(ex.n_sources) if j != i]
-    if ex.leave_one_out is None or not others:
+    others, hidden = [j for j in range(ex.n_sources) if j != i], hidden_sources(ex)
+    if not hidden or not others:
         return text
-    att, loo = mean_attention(ex)[others], ex.leave_one_out[others]
-    j_att, j_eff = others[int(np.argmax(att))], others[int(np.argmax(np.abs(loo)))]
     a, e = mean_attention(ex), ex.leave_one_out
+    j_att = others[int(np.argmax(a[others]))]
+    j_eff = hidden[int(np.argmax(np.abs(e[hidden])))]
+    among = f" (the most of the {len(hidden):,} hidden)" if ex.leave_one_out_capped else ""
 
     def change(j: int) -> str:
         return f"{'lowers' if e[j] > 0 else 'raises'} the logit by {abs(e[j]):.3f}"
 
+    if math.isnan(e[j_att]):  # not hidden (only with a cap of one source)
+        return text + (f" Of the other tokens, {tokens[j_att]!r} gets the most attention ({a[j_att]:.3f}); its "
+                       f"leave-one-out was not computed. Hiding {tokens[j_eff]!r} {change(j_eff)}{among}.")
     if j_att == j_eff:
         return text + (f" Of the other tokens, {tokens[j_att]!r} gets the most attention ({a[j_att]:.3f}), "
-                       f"and hiding it also changes the logit most: it {change(j_att)}.")
+                       f"and hiding it also changes the logit most{among}: it {change(j_att)}.")
     ratio = abs(e[j_eff]) / abs(e[j_att]) if e[j_att] != 0 else math.inf
     times = f", {ratio:.0f} times as much" if math.isfinite(ratio) and ratio >= 2 else ""
     return text + (f" Of the other tokens, {tokens[j_att]!r} gets the most attention ({a[j_att]:.3f}), yet hiding "
                    f"it {change(j_att)}. {tokens[j_eff]!r} gets {a[j_eff]:.3f} of the attention, and hiding it "
-                   f"{change(j_eff)}{times}.")
+                   f"{change(j_eff)}{times}{among}.")
 
 
 def sink_paragraph(ex: Explanation, tokens: list[str], name: Name) -> str:
@@ -180,23 +273,31 @@ def sink_paragraph(ex: Explanation, tokens: list[str], name: Name) -> str:
     i = ex.position
     if i == 0 and ex.causal:
         return "Attention on the first token: the query is the first token, which can only attend to itself."
-    a0 = float(mean_attention(ex)[0])
+    a = mean_attention(ex)
+    a0 = float(a[0])
     where = "averaged over layers and heads" if ex.attention.shape[0] * ex.attention.shape[1] > 1 else "layer 0, head 0"
     mean = "" if math.isnan(ex.first_token_mean) else (
         f" (over every query after the first, {ex.first_token_mean:.3f} on average)")
     text = (f"Attention sink: query {i} puts {a0:.3f} of its attention ({where}) on the first token "
             f"{tokens[0]!r}{mean}. Through the heads, that adds {ex.dla.sources[0]:+.3f} to the logit of "
             f"{name(ex.target_id)!r} directly")
-    if ex.leave_one_out is None or i == 0:
+    hidden = hidden_sources(ex)
+    if i == 0 or 0 not in hidden:
         return text + "."
-    others = [j for j in range(ex.n_sources) if j != i]
-    total = float(np.abs(ex.leave_one_out[others]).sum())
+    total = float(np.abs(ex.leave_one_out[hidden]).sum())
     share = abs(float(ex.leave_one_out[0])) / total if total > 0 else 0.0
-    text += (f", and hiding the first token changes the logit by {ex.leave_one_out[0]:+.3f}: {share:.0%} of all "
-             f"the tokens' leave-one-out effects, against {a0:.0%} of the attention. ")
+    text += f", and hiding the first token changes the logit by {ex.leave_one_out[0]:+.3f}: {share:.0%} of "
+    if ex.leave_one_out_capped:  # compared within the tokens hidden: the others' effects are not known
+        weight = float(a[hidden].sum())
+        reference = a0 / weight if weight > 0 else 0.0
+        text += (f"the leave-one-out effects of the {len(hidden):,} tokens hidden, against {reference:.0%} of "
+                 "their attention. ")
+    else:
+        reference = a0
+        text += f"all the tokens' leave-one-out effects, against {a0:.0%} of the attention. "
     if a0 < 0.1:
         return text + "This query puts little weight there: no sink here."
-    if share < a0 / 2:
+    if share < reference / 2:
         return text + ("Much of that weight carries little to the prediction: a head with nothing useful to read "
                        "parks its weight on the first token, whose value changes little (an \"attention sink\", "
                        "Xiao et al. 2023).")
@@ -216,10 +317,12 @@ def sum_check(ex: Explanation) -> str:
 def disagreement_note(ex: Explanation, tokens: list[str]) -> str:
     """Which tokens are marked, and the rule that marked them (Explanation.disagreements)."""
     marked = ex.disagreements()
-    if ex.leave_one_out is None or ex.n_sources < 3:
+    if len(hidden_sources(ex)) < 2:
         return "Too few earlier tokens to compare attention with effect."
     rule = ("◆ marks a token whose share of the attention and share of the leave-one-out effect differ by "
             "0.25 or more")
+    if ex.leave_one_out_capped:
+        rule += f" (shares among the {ex.n_leave_one_out:,} tokens hidden)"
     if not marked:
         return rule + ": none here."
     return rule + ": " + ", ".join(f"{j} {tokens[j]!r}" for j in marked) + "."

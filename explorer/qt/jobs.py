@@ -98,6 +98,7 @@ class Worker(QObject):
         self._relay.sig_done.connect(self._on_done)
         self._queue: dict[Hashable, _Item] = {}
         self._running: _Item | None = None
+        self._superseded = False  # newer work waits that the running work delays (read on its thread)
         self._closed = False
 
     @property
@@ -109,6 +110,15 @@ class Worker(QObject):
     def queued(self) -> int:
         """Pieces of work waiting for the thread."""
         return len(self._queue)
+
+    @property
+    def superseded(self) -> bool:
+        """True while the running work is no longer what should run first: newer work with its
+        key, or work of a higher priority (a trace before a panel's job), was queued after it
+        started, or the worker is shutting down. Long work (the Why panel's leave-one-out) asks
+        this between its steps, from the worker thread, and stops early; a plain bool read, so
+        it needs no lock."""
+        return self._superseded
 
     def active_threads(self) -> int:
         """Threads running work right now (0 or 1)."""
@@ -125,6 +135,9 @@ class Worker(QObject):
         if self._closed:
             return
         self._queue.pop(key, None)  # re-inserted at the end: the oldest waiting work goes first
+        running = self._running
+        if running is not None and (running.key == key or priority < running.priority):
+            self._superseded = True
         self._queue[key] = _Item(key, work, deliver, priority)
         if self._running is None:
             self._start_next()
@@ -137,6 +150,7 @@ class Worker(QObject):
         """Drop queued work and (with ``wait``) wait for running work to finish; nothing is
         delivered afterwards."""
         self._closed = True
+        self._superseded = True
         self._queue.clear()
         if wait:
             self._pool.waitForDone(timeout_ms)
@@ -146,6 +160,7 @@ class Worker(QObject):
             return
         key = min(self._queue, key=lambda k: self._queue[k].priority)  # ties: the oldest
         item = self._running = self._queue.pop(key)
+        self._superseded = False
         relay = self._relay
         self._pool.start(lambda: relay.sig_done.emit((item, *timed(item.work))))
 

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QThread, Signal
 
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.trace_chain import TraceChain
 from explorer.qt.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
+from model.explain.loo import Interrupted
 from model.interventions import Interventions, WithInterventions
 
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
@@ -461,6 +462,8 @@ class Session(QObject):
         def deliver(value, exc, ms) -> None:
             if not self._requests.wanted(key, number, requester) or checkpoint is not self._checkpoint:
                 return  # a newer request, another model, or the panel is gone
+            if isinstance(exc, Interrupted):
+                return  # stopped for newer work (superseded): the trace or request it waited for follows
             error = "" if exc is None else f"{type(exc).__name__}: {exc}"
             if error:
                 self.sig_job_failed.emit(f"{type(requester).__name__}{' ' + name if name else ''}: {error}")
@@ -470,6 +473,13 @@ class Session(QObject):
             deliver(*timed(work))
         else:
             self.worker.submit(key, work, deliver)
+
+    def job_superseded(self) -> bool:
+        """For a long job's ``should_stop``: True when it runs on the worker thread and newer work
+        waits behind it (the trace of a newer text, or a newer request of the same requester:
+        :attr:`~explorer.qt.jobs.Worker.superseded`); always False on the GUI thread. A job that
+        stops raises :class:`~model.explain.loo.Interrupted`, and its result is dropped quietly."""
+        return QThread.currentThread() is not self.thread() and self.worker.superseded
 
     def cancel(self, requester: QObject, name: str = "") -> None:
         """Forget ``requester``'s pending job (its result, if it still arrives, is dropped)."""

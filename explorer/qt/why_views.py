@@ -1,11 +1,14 @@
-"""The Why panel's views: the logit-lens table, attention against influence as bars, the head
-switches, the what-if table with its entropy curves, and the score's five maps.
+"""The Why panel's views: the logit-lens table, the head switches, the what-if table with its
+entropy curves, and the score's five maps (attention against influence as bars:
+:mod:`explorer.qt.why_bars`).
 
 Each view takes plain numbers (from :mod:`explorer.core.why` and the explanation) and draws them;
 none computes anything of the model.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pyqtgraph as pg
@@ -16,6 +19,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QHeaderView,
     QLabel,
+    QLayout,
     QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
@@ -25,12 +29,12 @@ from PySide6.QtWidgets import (
 )
 
 from explorer.core.views import axis_labels, symmetric_levels, token_label
-from explorer.qt.heatmap import DIVERGING, Heatmap, settle_view, widen_axis
+from explorer.qt.heatmap import DIVERGING, Heatmap
 from explorer.qt.plot_items import LabelAxis
+from explorer.qt.ticks import LABEL_GAP_PX, thinned_ticks, widest
 from model.explain.scores import TERMS
 
-BAR_H = 0.7
-PLAIN, MARKED, TARGET = "#4477aa", "#ee7733", QColor("#fde9c8")
+TARGET = QColor("#fde9c8")
 TERM_TITLES = {"token_token": "token·token", "token_pos": "token·position", "pos_token": "position·token",
                "pos_pos": "position·position", "rest": "rest (biases, LN shift)"}
 CURVE_COLOURS = ("#222222", "#4477aa", "#ee7733", "#228833", "#aa3377")
@@ -83,67 +87,6 @@ class LensTable(QTableWidget):
             set_cell(self, k, c, f"p = {target_prob:.3f}", bold=True)
         bar = self.horizontalScrollBar().sizeHint().height()  # room for it when the stages overflow
         self.setFixedHeight(self.horizontalHeader().height() + (k + 1) * 20 + 2 * self.frameWidth() + bar + 2)
-
-
-class SourceBars(pg.GraphicsLayoutWidget):
-    """Three bar plots sharing their rows (one per source token j, row 0 on top): attention weight,
-    direct logit attribution and leave-one-out effect; tokens marked as disagreeing drawn orange."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setBackground("w")
-        self.plots, self.bars = [], []
-        for col, title in enumerate(("attention a_ij", "direct contribution (DLA)", "leave-one-out: logit − logit without j")):
-            plot = self.addPlot(row=0, col=col, title=title, axisItems={"left": LabelAxis("left")})
-            plot.invertY(True)
-            plot.setMouseEnabled(False, False)
-            plot.setMenuEnabled(False)
-            plot.hideButtons()
-            if col:
-                plot.getAxis("left").setStyle(showValues=False)
-                plot.addItem(pg.InfiniteLine(0, angle=90, pen=pg.mkPen("#888888")))
-            bars = pg.BarGraphItem(x0=[], y=[], height=BAR_H, width=[], brushes=[])
-            plot.addItem(bars)
-            self.plots.append(plot)
-            self.bars.append(bars)
-        self.rows: list[str] = []
-        self.values = np.zeros((3, 0))
-
-    def show_sources(self, tokens: list[str], values: np.ndarray, marked: list[int], query: int) -> None:
-        """``values`` (3, S): attention, direct, leave-one-out (NaN for the query itself)."""
-        S = values.shape[1]
-        self.values = values
-        self.rows = [("◆ " if j in marked else "") + label + (" (query)" if j == query else "")
-                     for j, label in enumerate(axis_labels(tokens[:S]))]
-        ys = np.arange(S, dtype=float)
-        brushes = [pg.mkBrush(MARKED if j in marked else PLAIN) for j in range(S)]
-        for k, (plot, bars) in enumerate(zip(self.plots, self.bars)):
-            v = np.nan_to_num(values[k])
-            bars.setOpts(x0=np.minimum(v, 0), y=ys, width=np.abs(v), height=BAR_H, brushes=brushes)
-            top = float(np.nanmax(np.abs(values[k]))) if S and np.isfinite(values[k]).any() else 1.0
-            top = top or 1.0
-            plot.setRange(xRange=(0, top * 1.05) if k == 0 else (-top * 1.05, top * 1.05),
-                          yRange=(-0.5, max(S, 1) - 0.5), padding=0)
-        axis = self.plots[0].getAxis("left")
-        ticks = [(float(j), f"{self.rows[j]}  {values[0, j]:.3f}") for j in range(S)]
-        widen_axis(axis, [t for _, t in ticks], QFontMetrics(self.font()))
-        axis.setTicks([ticks, []])
-        for plot in self.plots:
-            settle_view(plot.getViewBox())
-
-    def describe_row(self, j: int) -> str:
-        """Every number of source j, for the readout under the bars."""
-        a, d, e = self.values[:, j]
-        hide = "(the query itself: always sees itself)" if np.isnan(e) else f"{e:+.4f}"
-        return f"{self.rows[j]}: attention {a:.4f} · direct {d:+.4f} · leave-one-out {hide}"
-
-    def row_at(self, scene_pos) -> int | None:
-        """The source row under a scene position, or None."""
-        for plot in self.plots:
-            if plot.sceneBoundingRect().contains(scene_pos):
-                j = int(round(plot.getViewBox().mapSceneToView(scene_pos).y()))
-                return j if 0 <= j < self.values.shape[1] else None
-        return None
 
 
 class HeadSwitches(QWidget):
@@ -219,9 +162,9 @@ class WhatIfView(QWidget):
         layout.addWidget(self.graphics, 1)
 
     def show_what_ifs(self, rows: list[tuple[str, float, float, float, str]], curves: list[np.ndarray],
-                      tokens: list[str], title: str) -> None:
+                      tokens: list[str], title: str, query: int | None = None) -> None:
         """``rows``: (knob, mean entropy, row entropy, p(target), top 3) per what-if; ``curves``
-        their entropies per query row."""
+        their entropies per query row; the token labels where they fit (always the ``query``'s)."""
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             cells = [row[0], f"{row[1]:.3f}", f"{row[2]:.3f}", f"{row[3]:.3f}", row[4]]
@@ -239,7 +182,11 @@ class WhatIfView(QWidget):
         if self.plot.titleLabel.text != title:
             self.plot.setTitle(title)
         axis = self.plot.getAxis("bottom")
-        axis.setTicks([[(float(i), label) for i, label in enumerate(axis_labels(tokens))], []])
+        labels = axis_labels(tokens)
+        room = self.plot.getViewBox().width() or 600.0  # px for T columns (before the first layout: a guess)
+        step = math.ceil((widest(axis, labels, QFontMetrics(self.font())) + LABEL_GAP_PX) * T / room) if T else 1
+        ticks = thinned_ticks(labels, step, [query])[0]  # at i + 0.5 (cells); here points sit at i
+        axis.setTicks([[(x - 0.5, label) for x, label in ticks], []])
         top = max([float(np.nanmax(c)) for c in curves if c.size] + [1.0])
         self.plot.setRange(xRange=(-0.5, max(T, 1) - 0.5), yRange=(0, top * 1.1), padding=0)
 
@@ -305,3 +252,17 @@ def align_top(label: QLabel, plain: bool = False) -> QLabel:
     label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
+
+
+def column(*items) -> QWidget:
+    """A page with ``items`` one under the other: widgets and layouts, or (item, stretch) pairs."""
+    page = QWidget()
+    col = QVBoxLayout(page)
+    col.setContentsMargins(2, 2, 2, 2)
+    for item in items:
+        item, stretch = item if isinstance(item, tuple) else (item, 0)
+        if isinstance(item, QLayout):
+            col.addLayout(item, stretch)
+        else:
+            col.addWidget(item, stretch)
+    return page

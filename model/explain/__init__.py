@@ -6,15 +6,16 @@ with the attention formula changed; :mod:`model.interventions` holds the changes
 pass understands (ablated heads, hidden keys, τ, scale on/off).
 """
 
-from model.explain.core import Explanation, explain
+from model.explain.core import Explanation, explain, leave_one_out_sources
 from model.explain.dla import DirectLogitAttribution, direct_logit_attribution
 from model.explain.lens import LensStage, logit_lens
-from model.explain.loo import leave_one_out
+from model.explain.loo import Interrupted, leave_one_out, stop_if
 from model.explain.scores import ScoreTerms, first_token_attention, first_token_mean, score_terms, score_terms_note
 from model.explain.whatif import WhatIf, attention_entropy, prediction, standard_what_ifs, what_if
 
 __all__ = [
-    "DirectLogitAttribution", "Explanation", "LensStage", "ScoreTerms", "WhatIf", "attention_entropy",
+    "DirectLogitAttribution", "Explanation", "Interrupted", "LensStage", "ScoreTerms", "WhatIf", "attention_entropy",
     "direct_logit_attribution", "explain", "first_token_attention", "first_token_mean", "leave_one_out",
-    "logit_lens", "prediction", "score_terms", "score_terms_note", "standard_what_ifs", "what_if",
+    "leave_one_out_sources", "logit_lens", "prediction", "score_terms", "score_terms_note", "standard_what_ifs", "stop_if",
+    "what_if",
 ]

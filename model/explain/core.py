@@ -1,12 +1,14 @@
 """``explain``: why the model predicts what it does at one position, in one call.
 
 The Why panel calls :func:`explain` once per keystroke with the trace the session already has;
-only leave-one-out runs the model again (one batched forward).
+only leave-one-out runs the model again (batched forwards, one masked copy per source hidden: at
+long contexts only for the sources that :func:`leave_one_out_sources` picks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -40,7 +42,11 @@ class Explanation:
     dla : DirectLogitAttribution
         Direct logit attribution (``dla.sources`` (S,), ``dla.per_head``, ``dla.components``).
     leave_one_out : (S,) float64 or None
-        Logit minus the logit with key j hidden everywhere; NaN at j = i; None when not asked.
+        Logit minus the logit with key j hidden everywhere; NaN at j = i and at every source
+        not computed (``max_leave_one_out``); None when not asked.
+    leave_one_out_computed : (S,) bool or None
+        True for each source whose leave-one-out was computed (every j != i unless capped);
+        None when not asked.
     logit_lens : tuple of LensStage
         1 + 2 · n_layers stages; the last is the model's own output.
     score_terms : ScoreTerms or None
@@ -62,23 +68,35 @@ class Explanation:
     attention: np.ndarray
     dla: DirectLogitAttribution
     leave_one_out: np.ndarray | None
+    leave_one_out_computed: np.ndarray | None
     logit_lens: tuple[LensStage, ...]
     score_terms: ScoreTerms | None
     score_terms_note: str
     first_token_attention: np.ndarray
     first_token_mean: float
 
+    @property
+    def n_leave_one_out(self) -> int:
+        """How many sources' leave-one-out was computed (0 when not asked)."""
+        return 0 if self.leave_one_out_computed is None else int(self.leave_one_out_computed.sum())
+
+    @property
+    def leave_one_out_capped(self) -> bool:
+        """True when leave-one-out was computed for some sources j != i but not all."""
+        return 0 < self.n_leave_one_out < self.n_sources - 1
+
     def disagreements(self, gap: float = 0.25) -> list[int]:
         """Sources whose share of attention and share of effect differ by ``gap`` or more.
 
-        Over the sources j ≠ i: attention share = the weight on j averaged over layers and heads,
-        divided by its sum over j; effect share = |leave_one_out_j| divided by its sum. A token
-        with 40 % of the attention and 5 % of the effect (or the reverse) is listed at gap 0.25.
-        Empty without leave-one-out or with fewer than two sources.
+        Over the sources j ≠ i whose leave-one-out was computed: attention share = the weight on
+        j averaged over layers and heads, divided by its sum over those j; effect share =
+        |leave_one_out_j| divided by its sum. A token with 40 % of the attention and 5 % of the
+        effect (or the reverse) is listed at gap 0.25. Empty without leave-one-out or with fewer
+        than two such sources.
         """
         if self.leave_one_out is None:
             return []
-        others = [j for j in range(self.n_sources) if j != self.position]
+        others = [j for j in range(self.n_sources) if j != self.position and self.leave_one_out_computed[j]]
         if len(others) < 2:
             return []
         att = self.attention.mean(axis=(0, 1))[others]
@@ -89,8 +107,53 @@ class Explanation:
         return [j for j, g in zip(others, gaps) if g >= gap]
 
 
+def leave_one_out_sources(attention: np.ndarray, direct: np.ndarray, position: int, limit: int | None) -> np.ndarray:
+    """The sources whose leave-one-out :func:`explain` computes: all, or at most ``limit`` of them.
+
+    Parameters
+    ----------
+    attention : (S,) float
+        The weight of query i on each source (the Why panel's: mean over layers and heads).
+    direct : (S,) float
+        Each source's direct logit attribution (nats of logit).
+    position : int
+        The query i (never hidden: a query always sees itself).
+    limit : int or None
+        None: every source j != i. N: at most N sources: the first token (j = 0, where an
+        "attention sink" parks weight), then in turn the next of the sources with the most
+        attention and the next with the largest |direct| (about N/2 each, fewer when the two
+        rankings share sources).
+
+    Returns
+    -------
+    ndarray of int, sorted
+
+    Raises
+    ------
+    ValueError
+        When ``limit`` is below 1.
+    """
+    S = attention.shape[0]
+    others = np.array([j for j in range(S) if j != position], dtype=np.int64)
+    if limit is None or limit >= others.size:
+        return others
+    if limit < 1:
+        raise ValueError(f"max_leave_one_out must be at least 1 (None: every source), got {limit}")
+    by_attention = others[np.argsort(-attention[others], kind="stable")]
+    by_direct = others[np.argsort(-np.abs(direct[others]), kind="stable")]
+    chosen = dict.fromkeys([0] if position != 0 else [])
+    for pair in zip(by_attention, by_direct):
+        for j in pair:
+            if len(chosen) < limit:
+                chosen.setdefault(int(j))
+        if len(chosen) >= limit:
+            break
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
 def explain(model, tr: Trace, position: int | None = None, target: int | None = None, *, head: int = 0,
-            top_k: int = 5, leave_one_out: bool = True) -> Explanation:
+            top_k: int = 5, leave_one_out: bool = True, max_leave_one_out: int | None = None,
+            should_stop: Callable[[], bool] | None = None) -> Explanation:
     """Explain trace ``tr``'s prediction at ``position``: lens, attribution, leave-one-out, score terms.
 
     Parameters
@@ -109,7 +172,15 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
     top_k : int
         Tokens per logit-lens stage.
     leave_one_out : bool
-        False skips the one extra (batched) forward.
+        False skips the extra (batched) forwards.
+    max_leave_one_out : int, optional
+        None: leave-one-out for every source. N: for at most N sources
+        (:func:`leave_one_out_sources`: the first token and those with the most attention or
+        direct effect), NaN for the others. Each source hidden costs up to one forward of the
+        i + 1 tokens: at T = 1,024 all of them are a thousand forwards.
+    should_stop : callable () -> bool, optional
+        Asked between the steps of leave-one-out; True stops with
+        :class:`~model.explain.loo.Interrupted` (a GUI's worker thread: newer work waits).
 
     Returns
     -------
@@ -118,7 +189,9 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
     Raises
     ------
     ValueError
-        On an empty trace, or a position, target or head out of range.
+        On an empty trace, or a position, target, head or max_leave_one_out out of range.
+    Interrupted
+        When ``should_stop()`` returned True.
     """
     T, cfg = tr.n_tokens, model.config
     if T == 0:
@@ -134,14 +207,22 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
     target = int(target)
     if not 0 <= head < cfg.n_heads:
         raise ValueError(f"head {head} is out of range (0..{cfg.n_heads - 1})")
+    if max_leave_one_out is not None and max_leave_one_out < 1:
+        raise ValueError(f"max_leave_one_out must be at least 1 (None: every source), got {max_leave_one_out}")
     S = position + 1 if tr.causal else T
     note = score_terms_note(model, tr)
+    attention = np.stack([layer.attn_weights[:, position, :S] for layer in tr.blocks]).astype(np.float64)
+    dla = direct_logit_attribution(model, tr, position, target, S)
+    loo = computed = None
+    if leave_one_out:
+        sources = leave_one_out_sources(attention.mean(axis=(0, 1)), dla.sources, position, max_leave_one_out)
+        loo = _leave_one_out(model, tr, position, target, S, sources, should_stop)
+        computed = np.zeros(S, dtype=bool)
+        computed[sources] = True
     return Explanation(
         position=position, target_id=target, logit=float(tr.logits[position, target]),
-        prob=float(torch.softmax(torch.tensor(tr.logits[position], dtype=torch.float64), -1)[target]), n_sources=S, causal=tr.causal,
-        attention=np.stack([layer.attn_weights[:, position, :S] for layer in tr.blocks]).astype(np.float64),
-        dla=direct_logit_attribution(model, tr, position, target, S),
-        leave_one_out=_leave_one_out(model, tr, position, target, S) if leave_one_out else None,
+        prob=float(torch.softmax(torch.tensor(tr.logits[position], dtype=torch.float64), -1)[target]), n_sources=S,
+        causal=tr.causal, attention=attention, dla=dla, leave_one_out=loo, leave_one_out_computed=computed,
         logit_lens=logit_lens(model, tr, position, target, top_k),
         score_terms=None if note else score_terms(model, tr, head), score_terms_note=note,
         first_token_attention=first_token_attention(tr, position), first_token_mean=first_token_mean(tr),

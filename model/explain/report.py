@@ -56,13 +56,15 @@ def explanation_json(ex: Explanation, what_ifs: list[WhatIf], name: Callable[[in
     """The ``explain`` object of ``python -m model.trace --json``.
 
     ``leave_one_out`` lists j = 0..i-1 with the causal mask; without it every source 0..T-1 with
-    null at i. Masked cells of the score terms are null. ``what_if``: one entry per knob with the
+    null at i; null too for a source not computed (``max_leave_one_out``), and
+    ``leave_one_out_computed`` lists the sources computed. Masked cells of the score terms are null. ``what_if``: one entry per knob with the
     mean attention-row entropy in bits and the top-k there. ``name`` turns a token id into text.
     """
     i = ex.position
-    loo = None
+    loo = computed = None
     if ex.leave_one_out is not None:
         loo = _list(ex.leave_one_out[:i] if ex.causal else ex.leave_one_out)
+        computed = np.flatnonzero(ex.leave_one_out_computed).tolist()
     if ex.score_terms is not None:
         st = ex.score_terms
         score_terms = {"layer": 0, "head": st.head, **{k: _list(st.maps[k]) for k in TERMS}, "shares": st.shares}
@@ -72,7 +74,7 @@ def explanation_json(ex: Explanation, what_ifs: list[WhatIf], name: Callable[[in
         "position": i, "target_id": ex.target_id, "target": name(ex.target_id), "logit": ex.logit, "prob": ex.prob,
         "dla": {"sources": ex.dla.sources.tolist(), "per_head": ex.dla.per_head.tolist(),
                 "other": ex.dla.other, "components": dict(ex.dla.components)},
-        "leave_one_out": loo,
+        "leave_one_out": loo, "leave_one_out_computed": computed,
         "logit_lens": [{"stage": s.stage, "top_k": [[name(t), p] for t, p in s.top_k],
                         "kl_to_final": s.kl_to_final, "target_prob": s.target_prob} for s in ex.logit_lens],
         "score_terms": score_terms, "score_terms_note": ex.score_terms_note,
@@ -97,11 +99,14 @@ def format_explanation(ex: Explanation, what_ifs: list[WhatIf], tokens: list[str
         lines.append(f"  {s.stage:<22} KL to final {s.kl_to_final:7.4f} nats   target {s.target_prob:.3f}   {top}")
     marked = set(ex.disagreements())
     lines.append("attention against influence on the target's logit (* = attention and effect disagree):")
+    if ex.leave_one_out_capped:
+        lines.append(f"  leave-one-out for {ex.n_leave_one_out} of {ex.n_sources - 1} sources (the first, and those "
+                     "with the most attention or direct effect); — = not computed")
     lines.append(f"  {'j':>3}  {'token':<14} {'attention':>9} {'direct':>9} {'leave-one-out':>13}")
     attention = ex.attention.mean(axis=(0, 1))
     for j in range(ex.n_sources):
         loo = ex.leave_one_out[j] if ex.leave_one_out is not None else float("nan")
-        loo_text = "(itself)" if j == i else f"{loo:.4f}"
+        loo_text = "(itself)" if j == i else "—" if math.isnan(loo) else f"{loo:.4f}"
         lines.append(f"{'*' if j in marked else ' '} {j:>3}  {tokens[j][:14]:<14} {attention[j]:9.4f} "
                      f"{ex.dla.sources[j]:9.4f} {loo_text:>13}")
     lines.append("  attention: mean over layers and heads; direct: direct logit attribution through all heads")

@@ -24,8 +24,9 @@ class WhatIf:
     ----------
     knob : str
         What was changed, e.g. ``"baseline"``, ``"τ = 2"``, ``"no 1/√d_head"``, ``"causal mask off"``.
-    trace : Trace
-        The full trace under the change (every panel can draw it).
+    trace : Trace or None
+        The full trace under the change (every panel can draw it); None where a caller kept only
+        the numbers (the Why panel's job: a trace of GPT-2 small at T = 1,024 holds 1.2 GB).
     attn_entropy : (n_layers, n_heads, T) float64
         Entropy of each attention row in bits: 0 = all weight on one key, log2(keys seen) = uniform.
     top_k : tuple of (int, float)
@@ -35,7 +36,7 @@ class WhatIf:
     """
 
     knob: str
-    trace: Trace
+    trace: Trace | None
     attn_entropy: np.ndarray
     top_k: tuple[tuple[int, float], ...]
     target_prob: float

@@ -35,7 +35,8 @@ from explorer.qt.explain_target import ExplainTarget
 from explorer.qt.jobs import JobResult
 from explorer.qt.panels.lazy import RefreshWhenShown
 from explorer.qt.session import Session
-from explorer.qt.why_views import HeadSwitches, LensTable, ScoreTermsView, SourceBars, WhatIfView, align_top
+from explorer.qt.why_bars import SourceBars
+from explorer.qt.why_views import HeadSwitches, LensTable, ScoreTermsView, WhatIfView, align_top, column
 from model.explain.report import resolve_target
 
 TOP_K = 5
@@ -92,11 +93,16 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.bars.scene().sigMouseMoved.connect(self._on_bars_mouse_moved)
         self.readout = QLabel(" ")
         self.attention_label = align_top(QLabel())
-        self.disagree, self.sink, self.sums = (align_top(QLabel(), plain=True) for _ in range(3))
-        influence = self._column(align_top(QLabel(
+        self.scope, self.disagree, self.sink, self.sums = (align_top(QLabel(), plain=True) for _ in range(4))
+        self.scope.setVisible(False)
+        bars = QHBoxLayout()
+        bars.setSpacing(0)
+        bars.addWidget(self.bars, 1)
+        bars.addWidget(self.bars.scroll)
+        influence = column(align_top(QLabel(
             "<b>Logit lens</b>: the next-token guess the residual stream holds after each stage, through the final "
             "norm and the unembedding (the last stage is the model's output).")), self.lens, self.attention_label,
-            (self.bars, 1), self.readout, self.disagree, self.sink, self.sums)
+            self.scope, (bars, 1), self.readout, self.disagree, self.sink, self.sums)
         self.heads = HeadSwitches()
         self.heads.sig_head_toggled.connect(self.toggle_head)
         self.tau_box = QDoubleSpinBox()
@@ -110,7 +116,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
         tau_row.addWidget(QLabel("what if the scores were divided by τ ="))
         tau_row.addWidget(self.tau_box)
         tau_row.addStretch(1)
-        knobs = self._column(align_top(QLabel(
+        knobs = column(align_top(QLabel(
             "<b>Switch heads off</b> (their output zeroed before W_O): every panel follows, the status bar lists "
             "them, and they stay while you type. Each button shows the head's direct contribution to the target's "
             "logit. Also from the attention panel's all-heads grid (right-click or Ctrl+click a tile).")),
@@ -133,20 +139,6 @@ class WhyPanel(RefreshWhenShown, QWidget):
         layout.addWidget(self.summary)
         layout.addWidget(self.ablation)
         layout.addWidget(self.tabs, 1)
-
-    @staticmethod
-    def _column(*items) -> QWidget:
-        page = QWidget()
-        col = QVBoxLayout(page)
-        col.setContentsMargins(2, 2, 2, 2)
-        for item in items:
-            if isinstance(item, tuple):
-                col.addWidget(*item)
-            elif isinstance(item, QHBoxLayout):
-                col.addLayout(item)
-            else:
-                col.addWidget(item)
-        return page
 
     # ---- choosing -------------------------------------------------------------------------------
     def token_name(self, token_id: int) -> str:
@@ -215,9 +207,9 @@ class WhyPanel(RefreshWhenShown, QWidget):
         head = min(s.head, s.config.n_heads - 1)
         what_ifs = self.tabs.currentIndex() == 1  # three more traces: only while they are shown
         request = why.WhyRequest(s.trace, pos, self.target.target, head, self.tau_box.value(), TOP_K,
-                                 tuple(s.tokens), what_ifs)
+                                 tuple(s.tokens), what_ifs, should_stop=s.job_superseded)
         S = pos + 1 if s.trace.causal else s.trace.n_tokens
-        passes = why.job_passes(S, s.trace.n_tokens, bool(s.interventions.ablate), what_ifs)
+        passes = why.job_passes(s.config, S, s.trace.n_tokens, bool(s.interventions.ablate), what_ifs)
         self.waiting = True
         s.submit(self, why.why_job, request, self._on_result, passes=passes, inline_ms=INLINE_MS)
         if self.waiting:
@@ -282,8 +274,17 @@ class WhyPanel(RefreshWhenShown, QWidget):
                     [(t, name(t), p) for t, p in st.top_k], st.target_prob) for st in ex.logit_lens]
         self.lens.show_stages(columns, ex.target_id)
         loo = ex.leave_one_out if ex.leave_one_out is not None else np.full(ex.n_sources, np.nan)
-        values = np.stack([why.mean_attention(ex), ex.dla.sources, loo])
-        self.bars.show_sources(tokens, values, ex.disagreements(), ex.position)
+        rows = why.shown_sources(ex)
+        values = np.stack([why.mean_attention(ex), ex.dla.sources, loo])[:, rows]
+        marked = set(ex.disagreements())
+        missing = (f"only the {ex.n_leave_one_out:,} sources with most attention or direct effect are hidden at "
+                   "this length" if ex.leave_one_out_capped else "")
+        self.bars.show_sources([f"{j} {token_label(tokens[j])}" for j in rows], values,
+                               [r for r, j in enumerate(rows) if j in marked], int(np.searchsorted(rows, ex.position)),
+                               missing)
+        scope = " ".join(t for t in (why.leave_one_out_scope(ex), why.rows_note(ex, rows)) if t)
+        self.scope.setText(scope)
+        self.scope.setVisible(bool(scope))
         self.attention_label.setText(
             f"<b>Attention versus influence</b> on the logit of {html.escape(repr(name(ex.target_id)), quote=False)}, per earlier "
             f"token j: {why.attention_label(ex)}; its direct contribution through every head (DLA); and what hiding "
@@ -315,7 +316,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
             rows.append((w.knob, w.mean_entropy, float(entropy[i]), w.target_prob, top))
             curves.append(entropy)
         title = f"entropy of each query row's attention weights, layer {layer} head {head} (bits)"
-        self.what_ifs.show_what_ifs(rows, curves, tokens, title)
+        self.what_ifs.show_what_ifs(rows, curves, tokens, title, i)
 
     def _draw_terms(self, ex, req: why.WhyRequest) -> None:
         if ex.score_terms is None:
@@ -332,11 +333,15 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.status.setText("")
         self.lens.setColumnCount(0)
         self.bars.show_sources([], np.zeros((3, 0)), [], -1)
-        for label in (self.disagree, self.sink, self.sums, self.attention_label):
+        for label in (self.scope, self.disagree, self.sink, self.sums, self.attention_label):
             label.setText("")
+        self.scope.setVisible(False)
         self.what_ifs.show_what_ifs([], [], [], "")
         self.terms.clear()
 
     def _on_bars_mouse_moved(self, pos) -> None:
-        j = self.bars.row_at(pos)
-        self.readout.setText(self.bars.describe_row(j) if j is not None else " ")
+        r = self.bars.row_at(pos)
+        text = self.bars.describe_row(r) if r is not None else ""
+        self.readout.setText(text or " ")
+        if self.bars.toolTip() != text:
+            self.bars.setToolTip(text)
