@@ -246,3 +246,25 @@ def test_a_folder_of_one_snapshot_and_a_damaged_file(window, tmp_path, tiny_toke
     for plot in view.plots:
         for name in ("left", "bottom"):
             assert "(x" not in plot.getAxis(name).labelString(), (name, plot.getAxis(name).labelString())
+
+
+def test_the_difference_of_snapshots_whose_logits_are_not_numbers(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    """It said "'<unk>' gained most (+nan)" over 12 columns ranked by NaN."""
+    from test_nonfinite import huge_qk
+
+    folder = tmp_path / "huge"
+    for step in (0, 9):
+        _save(folder / f"s{step}.safetensors", huge_qk(make_tiny_checkpoint(tiny_tokenizer, seed=step)), {"steps": step})
+    w = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer))
+    w.session.set_text(TEXT)
+    w.docks["training"].raise_()
+    panel = w.panels["training"]
+    qtbot.waitUntil(panel.is_shown, timeout=3000)
+    dialogs.files.append(str(folder))
+    w._on_open_snapshots_triggered()
+    diff = panel.difference
+    panel.tabs.setCurrentWidget(diff)
+    qtbot.waitUntil(lambda: diff.diff is not None, timeout=5000)
+    assert np.isnan(diff.diff.probs[-1]).all()
+    assert diff.note.text().endswith("After the last token, the probabilities of one of the two steps are not "
+                                     "numbers (NaN or inf).") and "nan" not in diff.note.text()
