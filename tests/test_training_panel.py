@@ -136,6 +136,8 @@ def test_the_difference_is_the_later_minus_the_earlier_snapshot(window, run):
     shown = diff.attn.data
     np.testing.assert_allclose(shown[~np.isnan(shown)], weights[early.blocks[0].attn_mask], atol=1e-6)
     assert np.isnan(shown[0, 1]) and diff.attn.levels == pytest.approx((-np.abs(weights).max(), np.abs(weights).max()))
+    T = s.trace.n_tokens  # the whole map in view (square cells had cut its first and last columns)
+    assert diff.attn.zoom.view() == pytest.approx((0, T, 0, T)) and not diff.attn.zoom.zoomed()
     probs = late.probs - early.probs
     np.testing.assert_allclose(diff.probs.data, probs[:, largest_changes(probs, 12)], atol=1e-6)
     assert diff.attn.bar.colorMap().name == "CET-D1A"  # diverging

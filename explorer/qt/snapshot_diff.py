@@ -40,7 +40,7 @@ class DifferenceView(QWidget):
         self.earlier, self.later = QComboBox(), QComboBox()
         self.note = QLabel()
         self.note.setWordWrap(True)
-        self.attn = Heatmap("attention weights: later − earlier", DIVERGING, col_axis="top", square=True)
+        self.attn = Heatmap("attention weights: later − earlier", DIVERGING, col_axis="top")
         self.probs = Heatmap(f"next-token probability: later − earlier ({N_TOKENS} tokens that changed most)",
                              DIVERGING, col_axis="top")
         self.attn.describe = self._describe_attention
