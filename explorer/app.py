@@ -292,7 +292,7 @@ def _show_step(panel, step: int) -> None:
 def _generate(window, n: int, fork: int | None, app) -> None:
     """Generate ``n`` tokens (greedy) after the text, as Ctrl+G does; with ``fork``, then take the
     most likely alternative of the fork-th generated token instead, generate ``n`` more after it
-    and pin the token where the branches part."""
+    and pin the token where the branches part (while it is in the context window)."""
     from explorer.qt.generation import Generator
     from model.generate import Sampling
 
@@ -312,7 +312,9 @@ def _generate(window, n: int, fork: int | None, app) -> None:
         generator.fork(fork - 1, other, n, Sampling())
         wait()
         s = window.session
-        s.set_position(len(generator.story.prompt_ids) + fork - 1 - s.trace.dropped)
+        row = len(generator.story.prompt_ids) + fork - 1 - s.trace.dropped
+        if row >= 0:  # a token that has left the context window has no row (row 0 was pinned instead)
+            s.set_position(row)
 
 
 def _load(window, args) -> bool:

@@ -35,12 +35,12 @@ class Sampling:
         Keep the smallest set of most likely tokens whose probability reaches top_p, in (0, 1]
         (None or 1: all).
     seed : int
-        Seed of the uniform draws (sampling only).
+        Seed of the uniform draws (sampling only): a whole number 0 or more (numpy's seeds).
 
     Raises
     ------
     ValueError
-        For a negative temperature or top_k, or top_p outside (0, 1].
+        For a negative temperature, top_k or seed, or top_p outside (0, 1].
     """
 
     temperature: float = 0.0
@@ -56,6 +56,8 @@ class Sampling:
             raise ValueError(f"top_k must be a whole number 0 or more, got {self.top_k!r}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.seed, bool) or int(self.seed) != self.seed or self.seed < 0:
+            raise ValueError(f"seed must be a whole number 0 or more, got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:
@@ -93,7 +95,8 @@ def sampling_distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
     if sampling.greedy:
         out[int(np.argmax(z))] = 1.0
         return out
-    e = np.exp((z - z.max()) / sampling.temperature)
+    with np.errstate(over="ignore"):  # a temperature near 0 (1e-320): -inf below the top, exp gives 0
+        e = np.exp((z - z.max()) / sampling.temperature)
     p = e / e.sum()
     order = np.argsort(-p, kind="stable")  # most likely first; ties by lower id
     keep = len(order)
@@ -137,7 +140,7 @@ class Step:
 
 @torch.no_grad()
 def next_token(model: GPT, token_ids: Sequence[int], sampling: Sampling, rng: np.random.Generator,
-               alternatives: int = 5) -> Step:
+               alternatives: int = 5, *, positional_encoding: bool = True, causal: bool = True) -> Step:
     """Choose one next token after ``token_ids`` (their last ``context_length``): one step of
     :func:`generate`, with the caller's random generator (one uniform draw when sampling, none
     when greedy), so that steps taken one at a time repeat ``generate``'s tokens exactly.
@@ -152,6 +155,10 @@ def next_token(model: GPT, token_ids: Sequence[int], sampling: Sampling, rng: np
         Advanced by one draw when sampling.
     alternatives : int
         How many of the model's most likely tokens the Step keeps.
+    positional_encoding, causal : bool
+        The model runs as :meth:`GPT.trace` runs with them (the app's switches, the trace
+        command's ``--no-pe`` and ``--bidirectional``), so that the token chosen is the one the
+        trace's last logits give.
 
     Raises
     ------
@@ -166,7 +173,7 @@ def next_token(model: GPT, token_ids: Sequence[int], sampling: Sampling, rng: np
         raise ValueError(f"token ids must be in 0..{vocab - 1}")
     device = model.tok_emb.weight.device
     window = torch.tensor(ids[-model.config.context_length:], dtype=torch.long, device=device)
-    logits = model(window)[-1].float().cpu().numpy()  # (vocab_size,)
+    logits = model(window, positional_encoding=positional_encoding, causal=causal)[-1].float().cpu().numpy()
     dist = sampling_distribution(logits, sampling)
     if sampling.greedy:
         choice = int(np.argmax(dist))
@@ -191,6 +198,8 @@ def generate(
     alternatives: int = 5,
     on_step: Callable[[Step], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    positional_encoding: bool = True,
+    causal: bool = True,
 ) -> list[Step]:
     """Append ``n_new`` tokens to ``token_ids``, one at a time.
 
@@ -209,6 +218,8 @@ def generate(
         Called with each Step as soon as it is chosen (to stream results).
     should_stop : callable, optional
         Checked before each step; True ends generation early (what was made is returned).
+    positional_encoding, causal : bool
+        How the model runs at each step (:func:`next_token`).
 
     Returns
     -------
@@ -232,7 +243,8 @@ def generate(
     for _ in range(n_new):
         if should_stop is not None and should_stop():
             break
-        step = next_token(model, ids, sampling, rng, alternatives)
+        step = next_token(model, ids, sampling, rng, alternatives, positional_encoding=positional_encoding,
+                          causal=causal)
         steps.append(step)
         ids.append(step.token_id)
         if on_step is not None:

@@ -230,7 +230,8 @@ def _generate(args, ckpt, ids, sampling) -> dict | None:
         return None
     from model.generate import generate
 
-    steps = generate(ckpt.model, ids, args.generate, sampling)
+    steps = generate(ckpt.model, ids, args.generate, sampling, positional_encoding=not args.no_pe,
+                     causal=not args.bidirectional)
     new = [s.token_id for s in steps]
     tok = ckpt.tokenizer
     how = "greedy" if sampling.greedy else (

@@ -248,3 +248,31 @@ def test_a_zoomed_view_keeps_its_place_and_follows_the_newest_rows(big_heatmap):
     hm.zoom.reset()
     hm.set_data(np.zeros((N - 1, N - 1), np.float32), (0, 1), labels[:N - 1], labels[:N - 1])
     assert hm.zoom.view() == pytest.approx((0, N - 1, 0, N - 1), abs=1e-6)  # whole: follows the matrix
+
+
+def test_rows_a_longer_text_adds_and_a_zoomed_view_are_coloured(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    """pyqtgraph's ImageItem kept the first view rectangle it computed: a map that grew showed its
+    new rows and columns blank (grey) for good, and a zoom went on drawing the old cells."""
+    from explorer.qt.heatmap import MASKED_COLOUR
+    from explorer_helpers import pixel_at_cell
+
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=16))
+    s, hm = window.session, window.panels["attention"].weights
+    for text in ("the cat", "the", "the cat sat on the"):
+        s.set_text(text)
+        QApplication.processEvents()
+    weights = s.trace.blocks[0].attn_weights[0]
+    cmap = hm.bar.colorMap()
+    for i in range(5):
+        for j in range(i + 1):  # each cell a key the query sees: its weight's colour
+            got, want = pixel_at_cell(hm, i, j), cmap.map(np.array([weights[i, j]]), mode="qcolor")[0]
+            assert got.name() != MASKED_COLOUR
+            assert max(abs(got.red() - want.red()), abs(got.green() - want.green()), abs(got.blue() - want.blue())) <= 8
+    s.set_text(text_of(16))
+    QApplication.processEvents()
+    for _ in range(6):
+        _wheel(hm, _view_point(hm, 10.5, 10.5), 1)
+    hm.graphics.grab()
+    y0, y1, x0, x1 = hm.zoom.view()
+    r0, r1, c0, c1 = hm.image.part[:4]
+    assert y1 - y0 < 12 and (r0, r1, c0, c1) == (int(y0), int(np.ceil(y1)), int(x0), int(np.ceil(x1)))

@@ -420,3 +420,16 @@ def test_chips_are_laid_out_again_when_their_text_changes(qtbot, window):
             assert a.width() >= chips[i].sizeHint().width()  # laid out for its current text
             assert all(not a.intersects(b) for b in rects[i + 1:])
             assert a.right() <= tokens.strip.width()
+
+
+
+def test_new_chips_are_placed_before_the_event_loop_runs(window):
+    """A new chip was a 640 x 480 widget at (0, 0) until the posted layout request came: a grab
+    in between (--screenshot after --generate, Export) showed one giant chip over the strip."""
+    tokens = window.panels["tokens"]
+    window.session.set_text("the cat")
+    window.session.set_text("the cat sat on the mat . the dog")  # new chips, no turn of the event loop
+    rects = [c.geometry() for c in tokens.chips if c.isVisible()]
+    assert len(rects) == 9 and all(r.size() == c.sizeHint() for r, c in zip(rects, tokens.chips))
+    assert all(r.right() <= tokens.strip.width() and not r.intersects(o) for i, r in enumerate(rects)
+               for o in rects[i + 1:])

@@ -315,3 +315,19 @@ def test_the_session_holds_the_text_as_the_editor_stores_it(window):
     s, editor = window.session, window.panels["tokens"].editor
     s.set_text("a\u00a0b\u2028c\u2029d\r\ne")
     assert s.text == editor.toPlainText() == "a b\nc\nd\ne"
+
+
+@pytest.mark.parametrize("text, stored", [
+    ("the a\ud800b\udfff cat", "the ab cat"),  # lone surrogates: left out
+    ("the \ud83d\ude00 cat", "the \U0001F600 cat"),  # a pair: its character
+    ("\udcff cat", " cat"),  # --text with a byte that is not UTF-8 (surrogateescape)
+])
+def test_surrogates_are_stored_as_the_editor_stores_them_and_hovering_their_chips_works(window, text, stored):
+    """Hovering a chip of a text with a lone surrogate raised UnicodeEncodeError in a Qt slot."""
+    s, panel = window.session, window.panels["tokens"]
+    s.set_text(text)
+    assert s.text == panel.editor.toPlainText() == stored
+    for i in range(len(panel.chip_data)):
+        panel._on_chip_hovered(i)
+        chip = panel.chip_data[i]
+        assert panel.editor.extraSelections()[0].cursor.selectedText() == stored[chip.start:chip.end]

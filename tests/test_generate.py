@@ -1,6 +1,8 @@
 """Generation: greedy equals step-by-step argmax, seeded sampling repeats, top-k and top-p keep
 exactly what they promise."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -53,6 +55,10 @@ def test_top_k_and_temperature():
     hot = sampling_distribution(logits, Sampling(temperature=100.0))
     assert np.ptp(hot) < 0.02  # a high temperature flattens the distribution
     assert sampling_distribution(logits, Sampling()).tolist() == [1.0, 0.0, 0.0, 0.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a temperature near 0 overflowed with a RuntimeWarning
+        tied = sampling_distribution(np.array([3.0, 3.0, 1.0]), Sampling(temperature=1e-320))
+    assert tied.tolist() == [0.5, 0.5, 0.0]
 
 
 def test_sampled_tokens_come_from_the_kept_set(model):
@@ -67,7 +73,8 @@ def test_stop_and_stream(model):
     assert len(steps) == 4 and seen == steps
 
 
-@pytest.mark.parametrize("kwargs", [dict(temperature=-1), dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-2)])
+@pytest.mark.parametrize("kwargs", [dict(temperature=-1), dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-2),
+                                    dict(seed=-1), dict(seed=1.5)])
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         Sampling(**kwargs)

@@ -49,6 +49,20 @@ def test_greedy_generation_equals_step_by_step_argmax(qtbot, window):
     assert "gen" in chips[5].text()
 
 
+def test_generation_runs_the_model_as_the_panels_do(qtbot, window):
+    """With positional encoding switched off, the app generated with it on: greedy was not the
+    argmax the next-token panel showed, and a token's probability was not the panel's."""
+    s = window.session
+    s.set_positional_encoding(False)
+    g = run(qtbot, window, 4)
+    ids = list(s.tokenizer.encode(PROMPT).ids)
+    for _ in range(4):
+        ids.append(int(np.argmax(s.model.trace(ids, positional_encoding=False).logits[-1])))
+    assert g.story.ids() == ids
+    for step, rec in enumerate(g.story.branch.steps):
+        assert rec.model_prob == pytest.approx(float(s.trace.probs[2 + step][rec.token_id]), rel=1e-4)
+
+
 def test_seeded_sampling_repeats_and_equals_model_generate(qtbot, window):
     s = window.session
     sampling = Sampling(temperature=1.5, top_k=10, top_p=0.9, seed=42)
@@ -104,6 +118,10 @@ def test_forking_keeps_both_branches_and_switching_restores_each(qtbot, window):
     assert panel.branches.currentIndex() == 0
     g.switch(1)
     assert list(s.encoding.ids) == second
+    last = len(story.branch.steps) - 1  # a fork at the last token with nothing after it: that token alone
+    g.fork(last, story.branch.steps[last].top_ids[-1], 0, Sampling())
+    assert not g.running and story.ids() == second[:-1] + [int(story.branch.steps[last].top_ids[-1])]
+    assert list(s.encoding.ids) == story.ids() and g.status == f"generated 0 tokens after the fork at token {last + 1}"
 
 
 def test_a_fork_from_the_panel_link(qtbot, window):
@@ -152,9 +170,16 @@ def test_ctrl_g_generates_and_settings_are_kept(qtbot, window, tmp_path):
     panel.mode.setCurrentIndex(1)
     panel.seed_box.setValue(77)
     assert panel.sampling() == Sampling(1.0, None, None, 77) and panel.temperature_box.isVisible()
+    panel.top_k_box.setValue(12)
     window.save_settings()
     again = make_window(qtbot, tmp_path, make_tiny_checkpoint(window.session.tokenizer))
-    assert again.panels["generate"].seed_box.value() == 77 and again.panels["generate"].n_box.value() == 3
+    kept = again.panels["generate"]
+    assert kept.seed_box.value() == 77 and kept.n_box.value() == 3
+    assert kept.top_k_box.value() == 12  # it was restored before a model was open, and clamped to 0 ("all")
+    again.set_checkpoint(make_tiny_checkpoint(window.session.tokenizer, vocab_size=8))
+    assert kept.top_k_box.value() == 8  # a smaller vocabulary clamps the box, ...
+    again.set_checkpoint(make_tiny_checkpoint(window.session.tokenizer))
+    assert kept.top_k_box.value() == 12  # ... not the choice
 
 
 def test_a_model_that_reads_the_prompt_alike_keeps_the_story(qtbot, window, tiny_tokenizer):
@@ -202,6 +227,27 @@ def test_text_with_token_spaces_words_and_types_ids(tiny_tokenizer):
     assert text_with_token("3, 17", 5, None) == "3, 17, 5"
 
 
+@pytest.mark.parametrize("folder, written", [("hf-llama", " é and"), ("hf-gpt2", " \U0001F600 and")])
+def test_a_character_written_in_byte_tokens_is_that_character_in_the_text(folder, written):
+    """Each byte token decoded alone is "\ufffd": the text held "\ufffd\ufffd" for "é", and the panels
+    traced the replacement characters' tokens instead of what the model wrote."""
+    from pathlib import Path
+
+    from model.checkpoint import load_any
+
+    tok = load_any(Path(__file__).parent / "fixtures" / "arch" / folder).tokenizer
+    prompt = "Once upon a time"
+    prompt_ids = tuple(tok.encode(prompt).ids)
+    ids = list(tok.encode(prompt + written).ids)
+    assert len(ids) - len(prompt_ids) > len(written.split())  # the character is several byte tokens
+    story = Story(prompt, prompt_ids)
+    for token_id in ids[len(prompt_ids):]:
+        story.extend(Generated(token_id, 1.0, 1.0, (token_id,), (1.0,), Sampling()))
+    assert branch_text(story, tok) == prompt + written
+    assert story.generated_indices(tok.encode(branch_text(story, tok)).ids) == frozenset(
+        range(len(prompt_ids), len(ids)))
+
+
 def test_generated_from_a_step_keeps_both_probabilities():
     step = Step(4, 0.7, np.array([4, 2]), np.array([0.6, 0.3], np.float32), 0.6)
     rec = Generated.from_step(step, Sampling(temperature=0.5, seed=1))
@@ -216,3 +262,19 @@ def test_app_generation_is_ignored_without_text(qtbot, window):
     assert not g.running and "type a text first" in g.status
     QApplication.processEvents()
     assert window.panels["generate"].status.text() == g.status
+
+
+def test_the_command_line_fork_pins_the_token_where_the_branches_part_only_while_it_has_a_row(
+        qtbot, tmp_path, tiny_tokenizer, dialogs):
+    """--generate 300 --fork 300 on a 32-token context pinned row 0, another token."""
+    from explorer.app import _generate
+
+    w = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer))  # context 8
+    s = w.session
+    s.set_text("the cat")
+    _generate(w, 2, 2, QApplication.instance())  # the fork's token: index 3 of 6, in the window
+    assert len(s.encoding) == 6 and s.position == 3 and Generator.of(s).story.branch.steps[1].forked
+    s.set_position(None)
+    s.set_text("the cat")
+    _generate(w, 10, 2, QApplication.instance())  # index 3 of 14: it has left the window of 8
+    assert len(s.encoding) == 14 and s.trace.dropped == 6 and s.position is None

@@ -87,13 +87,16 @@ def test_errors_are_one_line_with_exit_code_2(ckpt_path, tmp_path, args, message
     assert res.stderr.count("\n") == 1 and message in res.stderr
 
 
-def test_generate_greedy_equals_repeated_argmax_of_the_traces_last_logits(ckpt_path, capsys):
-    assert main([str(ckpt_path), "once upon a", "--generate", "8", "--json"]) == 0
+@pytest.mark.parametrize("switches", [[], ["--no-pe"], ["--bidirectional"]])
+def test_generate_greedy_equals_repeated_argmax_of_the_traces_last_logits(ckpt_path, capsys, switches):
+    """With the trace's switches too: --no-pe and --bidirectional generated with the plain model."""
+    assert main([str(ckpt_path), "once upon a", "--generate", "8", "--json", *switches]) == 0
     out = json.loads(capsys.readouterr().out)
     ckpt = load_checkpoint(ckpt_path)
     ids = list(ckpt.tokenizer.encode("once upon a").ids)
+    options = dict(positional_encoding="--no-pe" not in switches, causal="--bidirectional" not in switches)
     for _ in range(8):  # longer than the context (6): the window slides, as in the trace
-        ids.append(int(np.argmax(ckpt.model.trace(ids).logits[-1])))
+        ids.append(int(np.argmax(ckpt.model.trace(ids, **options).logits[-1])))
     gen = out["generated"]
     assert gen["ids"] == ids[3:] and gen["prob"] == [1.0] * 8
     assert gen["tokens"] == [ckpt.tokenizer.display(i) for i in ids[3:]] and gen["how"] == "greedy"
@@ -117,6 +120,7 @@ def test_generate_with_a_seed_repeats_and_another_seed_differs(ckpt_path, capsys
     (["--generate", "3", "--top-p", "0.9"], "give --temperature above 0"),
     (["--generate", "-1"], "0 or more"),
     (["--generate", "2", "--temperature", "1", "--top-p", "1.5"], "top_p must be in"),
+    (["--generate", "2", "--temperature", "1", "--seed", "-1"], "seed must be a whole number 0 or more, got -1"),
 ])
 def test_generate_options_that_do_not_fit_are_refused(ckpt_path, capsys, argv, message):
     assert main([str(ckpt_path), "once upon a"] + argv) == 2

@@ -42,6 +42,9 @@ def test_largest_changes_orders_by_the_largest_absolute_change_anywhere():
     d[0, 4], d[2, 1], d[1, 5], d[2, 2] = -0.5, 0.3, 0.3, 0.01
     assert largest_changes(d, 3).tolist() == [4, 1, 5]  # ties by id
     assert largest_changes(d, 99).shape == (6,) and largest_changes(np.zeros((0, 0)), 3).size == 0
+    d[:, 0] = np.nan  # a snapshot whose logits overflowed: no change to rank, not the largest
+    d[1, 3] = np.inf
+    assert largest_changes(d, 6).tolist() == [4, 1, 5, 2, 3, 0]
 
 
 def _lines(*events) -> str:

@@ -136,6 +136,8 @@ def test_the_difference_is_the_later_minus_the_earlier_snapshot(window, run):
     shown = diff.attn.data
     np.testing.assert_allclose(shown[~np.isnan(shown)], weights[early.blocks[0].attn_mask], atol=1e-6)
     assert np.isnan(shown[0, 1]) and diff.attn.levels == pytest.approx((-np.abs(weights).max(), np.abs(weights).max()))
+    T = s.trace.n_tokens  # the whole map in view (square cells had cut its first and last columns)
+    assert diff.attn.zoom.view() == pytest.approx((0, T, 0, T)) and not diff.attn.zoom.zoomed()
     probs = late.probs - early.probs
     np.testing.assert_allclose(diff.probs.data, probs[:, largest_changes(probs, 12)], atol=1e-6)
     assert diff.attn.bar.colorMap().name == "CET-D1A"  # diverging
@@ -227,3 +229,44 @@ def test_the_command_line_shows_a_step(monkeypatch, tmp_path, run, qapp, tiny_to
     lone = _save(tmp_path / "lone.safetensors", make_tiny_checkpoint(tiny_tokenizer), {"steps": 3})
     assert app_module.main([str(lone), "--screenshot", str(tmp_path / "y.png"), "--step", "1"]) == 0
     assert "--step 1: No training snapshots found for lone" in capsys.readouterr().err
+
+
+def test_a_folder_of_one_snapshot_and_a_damaged_file(window, tmp_path, tiny_tokenizer, dialogs, qtbot):
+    """It said "1 snapshots, steps 5 to 5", and the step axis of a run under 9 steps (and any plot
+    whose values stay under 1) read "(x0.001)": pyqtgraph's SI prefix on a unitless axis."""
+    folder = tmp_path / "one"
+    _save(folder / "s5.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=5), {"steps": 5})
+    (folder / "cut.safetensors").write_bytes(b"\x00" * 100)
+    dialogs.files.append(str(folder))
+    window._on_open_snapshots_triggered()
+    panel = window.panels["training"]
+    qtbot.waitUntil(lambda: panel.source.view is not None and bool(panel.source.view.snapshots), timeout=5000)
+    assert panel.folder_label.text().endswith("one: 1 snapshot, step 5")
+    assert panel.skipped_label.text().startswith("1 file(s) skipped: cut.safetensors: ")
+    qtbot.waitUntil(lambda: panel.curves is not None, timeout=5000)
+    view = panel.curves_view
+    for plot in view.plots:
+        for name in ("left", "bottom"):
+            assert "(x" not in plot.getAxis(name).labelString(), (name, plot.getAxis(name).labelString())
+
+
+def test_the_difference_of_snapshots_whose_logits_are_not_numbers(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    """It said "'<unk>' gained most (+nan)" over 12 columns ranked by NaN."""
+    from test_nonfinite import huge_qk
+
+    folder = tmp_path / "huge"
+    for step in (0, 9):
+        _save(folder / f"s{step}.safetensors", huge_qk(make_tiny_checkpoint(tiny_tokenizer, seed=step)), {"steps": step})
+    w = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer))
+    w.session.set_text(TEXT)
+    w.docks["training"].raise_()
+    panel = w.panels["training"]
+    qtbot.waitUntil(panel.is_shown, timeout=3000)
+    dialogs.files.append(str(folder))
+    w._on_open_snapshots_triggered()
+    diff = panel.difference
+    panel.tabs.setCurrentWidget(diff)
+    qtbot.waitUntil(lambda: diff.diff is not None, timeout=5000)
+    assert np.isnan(diff.diff.probs[-1]).all()
+    assert diff.note.text().endswith("After the last token, the probabilities of one of the two steps are not "
+                                     "numbers (NaN or inf).") and "nan" not in diff.note.text()

@@ -20,6 +20,7 @@ from model.generate import Sampling, Step
 from model.token_names import WORD
 
 MAX_BRANCHES = 12  # a small list: the oldest fork is forgotten after this many
+DECODE_CONTEXT = 16  # the prompt's last ids decoded with the generated ones (branch_text)
 
 
 @dataclass(frozen=True)
@@ -174,8 +175,21 @@ def text_with_token(text: str, token_id: int, tokenizer) -> str:
 
 
 def branch_text(story: Story, tokenizer, branch: int | None = None) -> str:
-    """The text of a branch: the prompt and its generated tokens, appended one by one."""
+    """The text of a branch: the prompt and its generated tokens.
+
+    A subword vocabulary's tokens are decoded together, after the prompt's last ids: a character
+    the model writes in several byte tokens (an emoji, or "é" as <0xC3> <0xA9>) is then that
+    character, where each byte decoded alone gave "\ufffd" and the text held "\ufffd\ufffd" instead of
+    what the model wrote. Word-level tokens and typed ids are appended one by one
+    (:func:`text_with_token`).
+    """
+    ids = story.branches[story.current if branch is None else branch].ids
+    if tokenizer is not None and tokenizer.kind != WORD and ids:
+        before = [int(i) for i in story.prompt_ids[-DECODE_CONTEXT:]]  # a decoder may treat the first id apart
+        head, whole = tokenizer.decode(before), tokenizer.decode(before + ids)
+        if whole.startswith(head):
+            return story.prompt_text + whole[len(head):]
     text = story.prompt_text
-    for token_id in story.branches[story.current if branch is None else branch].ids:
+    for token_id in ids:
         text = text_with_token(text, token_id, tokenizer)
     return text

@@ -109,9 +109,12 @@ def largest_changes(probs_diff: np.ndarray, k: int) -> np.ndarray:
     -------
     (min(k, vocab_size),) int64
         Ordered by the largest absolute change over the positions, largest first (lower id on ties).
+        A value that is not a number (a snapshot whose logits overflowed) is no change: such tokens
+        come last (NaN had ranked them as the largest, and their ids first).
     """
     if probs_diff.size == 0:
         return np.zeros(0, np.int64)
-    peak = np.abs(probs_diff).max(axis=0)  # (vocab_size,)
+    finite = np.isfinite(probs_diff)
+    peak = np.where(finite, np.abs(np.where(finite, probs_diff, 0.0)), -1.0).max(axis=0)  # (vocab_size,)
     order = np.lexsort((np.arange(peak.size), -peak))
     return order[: max(0, min(k, peak.size))].astype(np.int64)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from explorer.core.story import Generated, Story, branch_text, text_with_token
+from explorer.core.story import Generated, Story, branch_text
 from explorer.qt.jobs import JobResult
 from explorer.qt.session import Session
 from model.generate import Sampling, next_token
@@ -28,19 +28,23 @@ ALTERNATIVES = 10  # the model's most likely tokens kept for each generated one
 
 @dataclass(frozen=True)
 class StepRequest:
-    """One step of a run: the ids so far, how to choose, the random state before the draw."""
+    """One step of a run: the ids so far, how to choose, the random state before the draw, and
+    the session's switches (the model runs as the panels' trace runs)."""
 
     ids: tuple[int, ...]
     sampling: Sampling
     rng_state: dict[str, Any]
     alternatives: int = ALTERNATIVES
+    positional_encoding: bool = True
+    causal: bool = True
 
 
 def step_job(checkpoint, request: StepRequest):
     """Worker-thread job: one :func:`next_token` step; returns (Step, the random state after it)."""
     rng = np.random.default_rng()
     rng.bit_generator.state = request.rng_state
-    step = next_token(checkpoint.model, request.ids, request.sampling, rng, request.alternatives)
+    step = next_token(checkpoint.model, request.ids, request.sampling, rng, request.alternatives,
+                      positional_encoding=request.positional_encoding, causal=request.causal)
     return step, rng.bit_generator.state
 
 
@@ -141,6 +145,9 @@ class Generator(QObject):
 
     # ---- the run ---------------------------------------------------------------------------------
     def _run(self, n: int, sampling: Sampling, after: str = "") -> None:
+        if n <= 0:  # a fork with nothing after it: the chosen token alone
+            self._finish(f"generated 0 tokens{after}")
+            return
         self._sampling, self._left, self._done, self._after = sampling, int(n), 0, after
         self._rng_state = np.random.default_rng(sampling.seed).bit_generator.state
         self._expected_text = self.session.text
@@ -155,7 +162,9 @@ class Generator(QObject):
         if self.session.text != self._expected_text:
             self.stop("stopped: the text was edited")
             return
-        request = StepRequest(tuple(self.story.ids()), self._sampling, self._rng_state)
+        s = self.session
+        request = StepRequest(tuple(self.story.ids()), self._sampling, self._rng_state,
+                              positional_encoding=s.positional_encoding, causal=s.causal)
         self.session.submit(self, step_job, request, self._on_step, name="generate")
 
     def _on_step(self, result: JobResult) -> None:
@@ -171,7 +180,7 @@ class Generator(QObject):
         self.story.extend(Generated.from_step(step, self._sampling))
         self._done += 1
         self._left -= 1
-        self._expected_text = text_with_token(self.session.text, step.token_id, self.session.tokenizer)
+        self._expected_text = branch_text(self.story, self.session.tokenizer)
         self.status = f"generating {self._done} of {self._done + self._left}…"
         self.session.set_text(self._expected_text)  # the panels trace and draw the new token
         self._expected_text = self.session.text  # as the session stores it (line breaks normalised)

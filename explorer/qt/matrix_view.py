@@ -51,6 +51,14 @@ class MatrixView(MatrixImage):
         super().render()
         self.part = None
 
+    def viewTransformChanged(self) -> None:  # noqa: N802 (pyqtgraph API)
+        """The view moved, zoomed or was resized: forget the cached view rectangle. pyqtgraph's
+        ``ImageItem`` overrides the method that clears it without clearing it, so ``viewRect()``
+        kept the first view it was asked for: the rows a growing text added, and any zoom, were
+        then never coloured."""
+        self._cachedView = None
+        super().viewTransformChanged()
+
     def visible_part(self, transform, pixel_ratio: float = 1.0) -> tuple[int, int, int, int, int, int] | None:
         """(r0, r1, c0, c1, out_rows, out_cols): the rows and columns in view and how many device
         pixels they cover (at most their number), for a painter ``transform`` (item to device);

@@ -225,6 +225,14 @@ class ShrinkingTitle(pg.LabelItem):
         self.updateGeometry()
 
 
+def plain_numbers(plot) -> None:
+    """Tick labels that are the values themselves on every axis of ``plot`` (a PlotItem or
+    PlotWidget): pyqtgraph's automatic SI prefix turned an axis of 0..0.7 into 0..700 with
+    "(x0.001)" after its title, and a step axis of a run of 8 steps "(x0.001)" under its own ticks."""
+    for name in ("left", "bottom", "right", "top"):
+        plot.getAxis(name).enableAutoSIPrefix(False)
+
+
 def use_shrinking_title(plot: pg.PlotItem, title: str) -> None:
     """Put a :class:`ShrinkingTitle` where ``plot``'s title goes (above the view), showing ``title``."""
     old = plot.titleLabel

@@ -40,7 +40,7 @@ class DifferenceView(QWidget):
         self.earlier, self.later = QComboBox(), QComboBox()
         self.note = QLabel()
         self.note.setWordWrap(True)
-        self.attn = Heatmap("attention weights: later − earlier", DIVERGING, col_axis="top", square=True)
+        self.attn = Heatmap("attention weights: later − earlier", DIVERGING, col_axis="top")
         self.probs = Heatmap(f"next-token probability: later − earlier ({N_TOKENS} tokens that changed most)",
                              DIVERGING, col_axis="top")
         self.attn.describe = self._describe_attention
@@ -121,11 +121,14 @@ class DifferenceView(QWidget):
         names = [token_label(tok.display(int(c)) if tok is not None else f"#{int(c)}", 10) for c in cols]
         probs = d.probs[:, cols]  # (T, N_TOKENS)
         self.probs.set_data(probs, symmetric_levels(probs), labels, names, blank=False)
-        grew = names[int(np.argmax(probs[-1]))] if cols.size else "?"
-        self.note.setText(
-            f"step {d.later_step:,} minus step {d.earlier_step:,}, layer {layer} head {head}; red: higher at the "
-            f"later step, blue: lower. After the last token, {grew!r} gained most "
-            f"({float(probs[-1].max()):+.3f}).")
+        last = probs[-1]
+        if cols.size and np.isfinite(last).any():  # NaN (a snapshot whose logits overflowed) is no number to rank
+            best = int(np.nanargmax(np.where(np.isfinite(last), last, np.nan)))
+            gained = f"After the last token, {names[best]!r} gained most ({float(last[best]):+.3f})."
+        else:
+            gained = "After the last token, the probabilities of one of the two steps are not numbers (NaN or inf)."
+        self.note.setText(f"step {d.later_step:,} minus step {d.earlier_step:,}, layer {layer} head {head}; red: "
+                          f"higher at the later step, blue: lower. {gained}")
 
     def _describe_attention(self, row: int, col: int, value: float) -> str:
         tokens = self.session.tokens

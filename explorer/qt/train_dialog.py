@@ -38,6 +38,7 @@ from explorer.core.train_setup import (
 )
 from explorer.qt import dialogs, theme
 from explorer.qt.background import run_with_progress
+from explorer.qt.plot_items import plain_numbers
 from explorer.qt.train_run import TrainRun
 from model.data import CorpusError
 
@@ -89,6 +90,7 @@ class TrainDialog(QDialog):
         self.plot = pg.PlotWidget(background="w")
         self.plot.setLabel("left", "loss (nats / token)")
         self.plot.setLabel("bottom", "step")
+        plain_numbers(self.plot)
         self.plot.addLegend(offset=(-4, 4))
         self.raw = self.plot.plot(pen=pg.mkPen("#c8c8c8"), name="training (each step)")
         self.smooth = self.plot.plot(pen=pg.mkPen("#1f5fa8", width=2), name=f"training (mean of {SMOOTH})")

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal
 
 from explorer.core.training_views import head_curves, step_ticks, step_x, top1_changes
 from explorer.core.views import token_label
-from explorer.qt.plot_items import use_shrinking_title
+from explorer.qt.plot_items import plain_numbers, use_shrinking_title
 from model.over_training import TrainingCurves
 
 COLOURS = {"text": "#1f5fa8", "val": "#d0700a", "target": "#1f5fa8", "top1": "#888888",
@@ -26,6 +26,7 @@ def _plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label: st
     plot = layout.addPlot(row=row, col=col)
     use_shrinking_title(plot, title)  # a long title never widens the plot past its widget
     plot.setLabel("left", y_label)
+    plain_numbers(plot)
     if row == 1:  # the lower row names the shared axis
         plot.setLabel("bottom", "training step (log scale)")
     plot.setMouseEnabled(False, False)

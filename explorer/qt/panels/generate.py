@@ -14,7 +14,7 @@ import html
 import math
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -76,6 +76,8 @@ class GeneratePanel(QWidget):
         self.temperature_box.setToolTip("divides the logits before the softmax: below 1 sharper, above 1 flatter")
         self.top_k_box = QSpinBox()
         self.top_k_box.setSpecialValueText("all")
+        self.top_k_wanted = 0  # what was chosen (0: all); the box shows it clamped to the model's vocabulary
+        self.top_k_box.valueChanged.connect(self._on_top_k_changed)
         self.top_k_box.setToolTip("draw only from the k most likely tokens ('all': no limit)")
         self.top_p_box = QDoubleSpinBox()
         self.top_p_box.setRange(0.01, 1.0)
@@ -143,8 +145,13 @@ class GeneratePanel(QWidget):
 
     def _on_session_model_changed(self) -> None:
         cfg = self.session.config
-        self.top_k_box.setMaximum(cfg.vocab_size if cfg else 0)
+        with QSignalBlocker(self.top_k_box):  # a smaller vocabulary clamps the box, not the choice
+            self.top_k_box.setMaximum(cfg.vocab_size if cfg else 0)
+            self.top_k_box.setValue(self.top_k_wanted)
         self.refresh()
+
+    def _on_top_k_changed(self, k: int) -> None:
+        self.top_k_wanted = k
 
     def toggle(self) -> None:
         """Generate (Ctrl+G), or stop the run in progress."""
@@ -250,7 +257,7 @@ class GeneratePanel(QWidget):
     def save_settings(self, settings) -> None:
         """Remember N, the mode and the sampling settings (the seed too: a run can be repeated)."""
         for key, value in (("n", self.n_box.value()), ("mode", self.mode.currentIndex()),
-                           ("temperature", self.temperature_box.value()), ("top_k", self.top_k_box.value()),
+                           ("temperature", self.temperature_box.value()), ("top_k", self.top_k_wanted),
                            ("top_p", self.top_p_box.value()), ("seed", self.seed_box.value())):
             settings.setValue(f"generate/{key}", value)
 
@@ -259,7 +266,9 @@ class GeneratePanel(QWidget):
         self.n_box.setValue(read_int(settings, "generate/n", DEFAULT_N, 1, MAX_N))
         self.mode.setCurrentIndex(read_int(settings, "generate/mode", 0, 0, 1))
         self.temperature_box.setValue(read_float(settings, "generate/temperature", 1.0, 0.05, 10.0))
-        self.top_k_box.setValue(read_int(settings, "generate/top_k", 0, 0, 10**7))
+        self.top_k_wanted = read_int(settings, "generate/top_k", 0, 0, 10**7)
+        with QSignalBlocker(self.top_k_box):
+            self.top_k_box.setValue(self.top_k_wanted)  # clamped to the model's vocabulary, if one is open
         self.top_p_box.setValue(read_float(settings, "generate/top_p", 1.0, 0.01, 1.0))
         self.seed_box.setValue(read_int(settings, "generate/seed", 0, 0, MAX_SEED))
 

@@ -31,7 +31,7 @@ from explorer.qt import theme
 from explorer.qt.explain_target import ExplainTarget
 from explorer.qt.heatmap import settle_view, widen_axis
 from explorer.qt.panels.lazy import RefreshWhenShown
-from explorer.qt.plot_items import LabelAxis
+from explorer.qt.plot_items import LabelAxis, plain_numbers
 from explorer.qt.session import Session
 from explorer.qt.stored import read_float, read_int
 from model.token_names import WORD
@@ -95,6 +95,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
             self.plot.getAxis(name).setTextPen(ink)
             self.plot.getAxis(name).setPen(ink)
         self.plot.getAxis("bottom").setLabel("probability", color=ink.name())
+        plain_numbers(self.plot)
         self.scroll = QScrollBar(Qt.Orientation.Vertical)
         self.scroll.setVisible(False)
         self.scroll.valueChanged.connect(self._on_scroll_changed)

@@ -209,6 +209,9 @@ class TokensPanel(QWidget):
         finally:
             self.strip_layout.setEnabled(True)
             self.strip_layout.invalidate()
+            # Laid out now, not when the posted layout request comes: a new chip is a 640 x 480
+            # widget at (0, 0) until then, and a grab (--screenshot, Export) drew it over the strip.
+            self.strip_layout.activate()
         if i < n:
             self._pacer.call_later(self, self._fill_chips)
 

@@ -183,8 +183,9 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         else:
             live = " (a run still writing: new snapshots appear as they are saved)" if source.following else ""
             short = Path(*view.folder.parts[-2:])  # the whole path in the tooltip
-            self.folder_label.setText(f"{short}: {len(view.snapshots)} snapshots, steps "
-                                      f"{view.steps[0]:,} to {view.steps[-1]:,}{live}")
+            n = len(view.snapshots)
+            steps = f"step {view.steps[0]:,}" if n == 1 else f"steps {view.steps[0]:,} to {view.steps[-1]:,}"
+            self.folder_label.setText(f"{short}: {n} snapshot{'s' * (n != 1)}, {steps}{live}")
         self.folder_label.setToolTip(str(view.folder) if view is not None else "")
         skipped = view.skipped if view is not None else ()
         lines = [f"{os.path.relpath(s.path, view.folder)}: {s.reason}" for s in skipped]
