@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from explorer.core.views import axis_labels, symmetric_levels, token_label
 from explorer.qt.heatmap import DIVERGING, Heatmap
-from explorer.qt.plot_items import LabelAxis
+from explorer.qt.plot_items import LabelAxis, plain_numbers
 from explorer.qt.ticks import LABEL_GAP_PX, thinned_ticks, widest
 from model.explain.scores import TERMS
 
@@ -151,6 +151,7 @@ class WhatIfView(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setLabel("left", "entropy (bits)")
+        plain_numbers(self.plot)  # bits as they are, never "(x0.001)"
         self.legend = self.plot.addLegend(offset=(-5, 5))
         # One entry per row of the table, made once; only a label whose text changes is set again
         # (pyqtgraph lays out every legend label in HTML: rebuilding them cost about 20 ms a draw).
