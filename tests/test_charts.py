@@ -287,5 +287,16 @@ def test_a_dark_palette_keeps_every_chip_and_label_readable(qtbot, tmp_path, tin
         assert att.weights.graphics.backgroundBrush().color() == theme.plot_background(w)
         ink = QColor(att.weights.plot.getAxis("left").labelStyle["color"])
         assert theme.contrast_ratio(ink, theme.plot_background(w)) >= 4.5
+        # Every other plot too: the Why panel's bars and what-if curves, the training curves.
+        why, training = w.panels["why"], w.panels["training"]
+        views = [(why.bars, why.bars.plots), (why.what_ifs.graphics, [why.what_ifs.plot]),
+                 (training.curves_view, training.curves_view.plots)]
+        for view, plots in views:
+            ground = view.backgroundBrush().color()
+            assert theme.is_dark(w) and ground.lightness() < 100, type(view).__name__  # not a fixed white
+            for plot in plots:
+                for name in ("left", "bottom"):
+                    ink = QColor(plot.getAxis(name).labelStyle["color"])
+                    assert theme.contrast_ratio(ink, ground) >= 4.5, (type(view).__name__, name)
     finally:
         app.setPalette(old)

@@ -104,3 +104,21 @@ def contrast_ratio(a: QColor, b: QColor) -> float:
         return 0.2126 * r + 0.7152 * g + 0.0722 * b_
     hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
     return (hi + 0.05) / (lo + 0.05)
+
+
+def style_plots(view, plots, widget: QWidget | None = None) -> None:
+    """Give a pyqtgraph view (a ``GraphicsLayoutWidget`` or ``PlotWidget``) the palette's plot
+    background and each of its ``plots`` (``PlotItem``) axes, axis titles and title in the
+    palette's plot text (:func:`plot_text`): never pyqtgraph's fixed grey on a fixed white.
+    ``widget`` (default ``view``) is whose palette is read."""
+    widget = view if widget is None else widget
+    view.setBackground(plot_background(widget))
+    ink = plot_text(widget)
+    for plot in plots:
+        for name in ("left", "bottom", "top", "right"):
+            axis = plot.getAxis(name)
+            axis.setTextPen(ink)  # tick labels and the axis title
+            axis.setPen(ink)
+        title = plot.titleLabel
+        if title.text:
+            title.setText(title.text, color=ink.name())

@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt, Signal
 
 from explorer.core.training_views import head_curves, step_ticks, step_x, top1_changes
 from explorer.core.views import token_label
+from explorer.qt import theme
 from explorer.qt.plot_items import plain_numbers, use_shrinking_title
 from model.over_training import TrainingCurves
 
@@ -45,12 +46,12 @@ class CurvesView(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setBackground("w")
         self.loss = _plot(self.ci, 0, 0, "loss on this text", "nats / token")
         self.prob = _plot(self.ci, 0, 1, "next-token probability", "probability", legend=(4, 4))
         self.mass = _plot(self.ci, 1, 0, "attention mass, selected head", "mean weight", legend=(4, 4))
         self.entropy = _plot(self.ci, 1, 1, "attention entropy", "nats", legend=(-4, -4))
         self.plots = (self.loss, self.prob, self.mass, self.entropy)
+        theme.style_plots(self, self.plots)
         pen = lambda key, **kw: pg.mkPen(COLOURS[key], width=2, **kw)  # noqa: E731
         self.text_curve = self.loss.plot(pen=pen("text"), symbol="o", symbolSize=5, name="on this text")
         self.val_curve = self.loss.plot(pen=pen("val", style=Qt.PenStyle.DashLine), name="validation (stored)")

@@ -14,6 +14,7 @@ from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QScrollBar, QWidget
 
+from explorer.qt import theme
 from explorer.qt.heatmap import settle_view, widen_axis
 from explorer.qt.plot_items import LabelAxis
 
@@ -30,7 +31,6 @@ class SourceBars(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setBackground("w")
         self.plots, self.bars = [], []
         for col, title in enumerate(("attention a_ij", "direct contribution (DLA)", "leave-one-out: logit − logit without j")):
             plot = self.addPlot(row=0, col=col, title=title, axisItems={"left": LabelAxis("left")})
@@ -45,6 +45,7 @@ class SourceBars(pg.GraphicsLayoutWidget):
             plot.addItem(bars)
             self.plots.append(plot)
             self.bars.append(bars)
+        theme.style_plots(self, self.plots)
         self.scroll = QScrollBar(Qt.Orientation.Vertical)
         self.scroll.setVisible(False)
         self.scroll.valueChanged.connect(self._on_scroll_changed)

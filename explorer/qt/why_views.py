@@ -29,12 +29,14 @@ from PySide6.QtWidgets import (
 )
 
 from explorer.core.views import axis_labels, symmetric_levels, token_label
+from explorer.qt import theme
 from explorer.qt.heatmap import DIVERGING, Heatmap
 from explorer.qt.plot_items import LabelAxis, plain_numbers
 from explorer.qt.ticks import LABEL_GAP_PX, thinned_ticks, widest
 from model.explain.scores import TERMS
 
 TARGET = QColor("#fde9c8")
+TINTED_TEXT = QColor("#202020")  # text on a light tint of our own (the palette's text may be light)
 TERM_TITLES = {"token_token": "token·token", "token_pos": "token·position", "pos_token": "position·token",
                "pos_pos": "position·position", "rest": "rest (biases, LN shift)"}
 CURVE_COLOURS = ("#222222", "#4477aa", "#ee7733", "#228833", "#aa3377")
@@ -60,6 +62,7 @@ def set_cell(t: QTableWidget, row: int, col: int, text: str, bold: bool = False,
     font.setBold(bold)
     item.setFont(font)
     item.setBackground(QBrush(shade) if shade is not None else QBrush())
+    item.setForeground(QBrush(TINTED_TEXT) if shade is not None else QBrush())  # a light tint: dark text in any theme
 
 
 class LensTable(QTableWidget):
@@ -127,7 +130,7 @@ class HeadSwitches(QWidget):
             is_off = (layer, head) in off
             b.setText(f"L{layer}H{head}{' off' if is_off else ''}{value}")
             b.setChecked(is_off)
-            b.setStyleSheet("QToolButton { background:#f4c7c3; }" if is_off else "")
+            b.setStyleSheet(f"QToolButton {{ background:#f4c7c3; color:{TINTED_TEXT.name()}; }}" if is_off else "")
             b.setToolTip(f"layer {layer} head {head}: click to switch it {'back on' if is_off else 'off'} "
                          "(its output zeroed before W_O, in every panel)")
 
@@ -145,13 +148,13 @@ class WhatIfView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
         self.plot = self.graphics.addPlot(axisItems={"bottom": LabelAxis("bottom")})
         self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setLabel("left", "entropy (bits)")
         plain_numbers(self.plot)  # bits as they are, never "(x0.001)"
+        theme.style_plots(self.graphics, [self.plot], self)
         self.legend = self.plot.addLegend(offset=(-5, 5))
         # One entry per row of the table, made once; only a label whose text changes is set again
         # (pyqtgraph lays out every legend label in HTML: rebuilding them cost about 20 ms a draw).
