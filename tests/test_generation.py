@@ -2,6 +2,7 @@
 model.generate), each token's alternatives are what the model had, forking keeps both branches."""
 
 import numpy as np
+import torch
 import pytest
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
@@ -278,3 +279,15 @@ def test_the_command_line_fork_pins_the_token_where_the_branches_part_only_while
     s.set_text("the cat")
     _generate(w, 10, 2, QApplication.instance())  # index 3 of 14: it has left the window of 8
     assert len(s.encoding) == 14 and s.trace.dropped == 6 and s.position is None
+
+
+def test_a_run_that_fails_at_its_first_token_leaves_no_empty_branch(qtbot, window):
+    """Logits that are not numbers stop the run with the reason; nothing was generated, so no
+    story with an empty branch is listed."""
+    model = window.session.checkpoint.model
+    with torch.no_grad():
+        model.tok_emb.weight.fill_(float("nan"))  # every logit NaN
+    window.session.forget_reuse()
+    g = run(qtbot, window, 5)
+    assert g.status.startswith("stopped: ") and g.story is None
+    assert window.session.text == PROMPT

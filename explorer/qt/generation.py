@@ -171,6 +171,8 @@ class Generator(QObject):
         if not self.running or self.story is None:
             return
         if result.error:
+            if not any(b.steps for b in self.story.branches):
+                self.story = None  # nothing was generated: no story of one empty branch to list
             self._finish(f"stopped: {result.error}")
             return
         step, self._rng_state = result.value
