@@ -300,3 +300,18 @@ def test_a_dark_palette_keeps_every_chip_and_label_readable(qtbot, tmp_path, tin
                     assert theme.contrast_ratio(ink, ground) >= 4.5, (type(view).__name__, name)
     finally:
         app.setPalette(old)
+
+
+def test_plots_follow_a_palette_switched_while_the_app_runs(qtbot):
+    from explorer.qt.training_curves import CurvesView
+    from explorer.qt.why_bars import SourceBars
+
+    for view in (SourceBars(), CurvesView()):
+        qtbot.addWidget(view)
+        assert view.backgroundBrush().color().lightness() > 200  # the light theme's white
+        view.setPalette(theme.dark_palette())
+        QApplication.processEvents()
+        ground = view.backgroundBrush().color()
+        assert ground == theme.dark_palette().color(theme.Role.Base)
+        ink = QColor(view.plots[0].getAxis("left").labelStyle["color"])
+        assert theme.contrast_ratio(ink, ground) >= 4.5

@@ -7,6 +7,7 @@ desktop theme) gives :func:`dark_palette`.
 
 from __future__ import annotations
 
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -106,12 +107,31 @@ def contrast_ratio(a: QColor, b: QColor) -> float:
     return (hi + 0.05) / (lo + 0.05)
 
 
+class _PaletteFollower(QObject):
+    """Styles a view's plots again when its palette changes (a theme switched while the app runs)."""
+
+    def __init__(self, view, plots, widget: QWidget) -> None:
+        super().__init__(widget)
+        self.view, self.plots, self.widget = view, list(plots), widget
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
+        if event.type() == QEvent.Type.PaletteChange:
+            _style(self.view, self.plots, self.widget)
+        return False
+
+
 def style_plots(view, plots, widget: QWidget | None = None) -> None:
     """Give a pyqtgraph view (a ``GraphicsLayoutWidget`` or ``PlotWidget``) the palette's plot
     background and each of its ``plots`` (``PlotItem``) axes, axis titles and title in the
     palette's plot text (:func:`plot_text`): never pyqtgraph's fixed grey on a fixed white.
-    ``widget`` (default ``view``) is whose palette is read."""
+    ``widget`` (default ``view``) is whose palette is read; the styling follows its palette when
+    that changes later."""
     widget = view if widget is None else widget
+    _style(view, plots, widget)
+    widget.installEventFilter(_PaletteFollower(view, plots, widget))
+
+
+def _style(view, plots, widget: QWidget) -> None:
     view.setBackground(plot_background(widget))
     ink = plot_text(widget)
     for plot in plots:
