@@ -114,3 +114,18 @@ def make_tiny_checkpoint(tokenizer, seed: int = TINY_SEED, **overrides) -> Check
 def tiny_checkpoint(tiny_tokenizer) -> Checkpoint:
     """A fresh seeded tiny model (same weights every time): see :func:`make_tiny_checkpoint`."""
     return make_tiny_checkpoint(tiny_tokenizer)
+
+
+class PositionCounter:
+    """Counts the positions the model runs (a forward hook on the token embedding)."""
+
+    def __init__(self, model) -> None:
+        self.n = 0
+        self.handle = model.tok_emb.register_forward_hook(self._hook)
+
+    def _hook(self, module, args, out) -> None:
+        self.n += int(args[0].shape[1])
+
+    def take(self) -> int:
+        n, self.n = self.n, 0
+        return n

@@ -4,8 +4,8 @@ lesson in a 1,400 x 900 window, and a dark theme that keeps everything readable.
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QColor, QFont, QWheelEvent
 from PySide6.QtWidgets import QApplication, QLabel
 
 from conftest import make_tiny_checkpoint
@@ -217,6 +217,10 @@ def test_next_token_k_up_to_the_vocabulary_scrolls_instead_of_squeezing(qtbot, w
     assert len(labels) == rows and labels[0].startswith("1. ")
     nt.scroll.setValue(5)
     assert nt.first == 5 and [t for _, t in nt.plot.getAxis("left")._tickLevels[0]][0].startswith("6. ")
+    for notch, first in ((-120, 8), (120, 5)):  # a wheel notch down, then up: three rows each
+        nt.wheelEvent(QWheelEvent(QPointF(5, 5), QPointF(5, 5), QPoint(), QPoint(0, notch), Qt.MouseButton.NoButton,
+                                  Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False))
+        assert nt.first == first
     rank = 6  # a click on the bar of rank 6 (in view) appends that token
     token = nt.token_name(int(nt.top.ids[rank]))
     scene = nt.plot.getViewBox().mapViewToScene(QPointF(0.001, rank))

@@ -9,7 +9,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TINY_SENTENCES
+from conftest import TINY_SENTENCES, PositionCounter
 from model import GPT, GPTConfig
 from model.formats.vocab import SHIPPED_GPT2_DIR, char_tokenizer, gpt2_tokenizer
 from model.tokenizer import train_word_tokenizer
@@ -101,21 +101,6 @@ def _common(a, b) -> int:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return n
-
-
-class PositionCounter:
-    """Counts the positions the model runs (a forward hook on the token embedding)."""
-
-    def __init__(self, model: GPT) -> None:
-        self.n = 0
-        self.handle = model.tok_emb.register_forward_hook(self._hook)
-
-    def _hook(self, module, args, out) -> None:
-        self.n += int(args[0].shape[1])
-
-    def take(self) -> int:
-        n, self.n = self.n, 0
-        return n
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -7,24 +7,9 @@ import types
 import numpy as np
 import pytest
 
-from conftest import make_tiny_checkpoint
+from conftest import PositionCounter, make_tiny_checkpoint
 from explorer.core.trace_chain import ALL_ROWS, TraceChain
 from explorer.qt.session import Session
-
-
-class PositionCounter:
-    """Counts the positions the model runs (a forward hook on the token embedding)."""
-
-    def __init__(self, model) -> None:
-        self.n = 0
-        self.handle = model.tok_emb.register_forward_hook(self._hook)
-
-    def _hook(self, module, args, out) -> None:
-        self.n += int(args[0].shape[1])
-
-    def take(self) -> int:
-        n, self.n = self.n, 0
-        return n
 
 
 def assert_full_trace(session):

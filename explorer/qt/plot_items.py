@@ -353,3 +353,13 @@ class RowOutline(pg.GraphicsObject):
         for pen in (halo, line):
             p.setPen(pen)
             p.drawRect(self._rect)
+
+
+def scroll_by_wheel(scroll, event, rows: int = 3) -> bool:
+    """Move ``scroll`` (a QScrollBar) by ``rows`` per wheel notch when it is shown (a list of bars
+    longer than its view); True when the wheel event was used, else the caller passes it on."""
+    if not scroll.isVisible():
+        return False
+    scroll.setValue(scroll.value() - int(np.sign(event.angleDelta().y())) * rows)
+    event.accept()
+    return True

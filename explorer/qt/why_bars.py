@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QScrollBar, QWidget
 
 from explorer.qt import theme
 from explorer.qt.heatmap import settle_view, widen_axis
-from explorer.qt.plot_items import LabelAxis
+from explorer.qt.plot_items import LabelAxis, scroll_by_wheel
 
 BAR_H = 0.7
 PLAIN, MARKED = "#4477aa", "#ee7733"
@@ -113,11 +113,8 @@ class SourceBars(pg.GraphicsLayoutWidget):
 
     def wheelEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         """The mouse wheel scrolls rows that do not fit."""
-        if self.scroll.isVisible():
-            self.scroll.setValue(self.scroll.value() - int(np.sign(event.angleDelta().y())) * 3)
-            event.accept()
-            return
-        super().wheelEvent(event)
+        if not scroll_by_wheel(self.scroll, event):
+            super().wheelEvent(event)
 
     def describe_row(self, r: int) -> str:
         """Every number of row r, for the readout under the bars and the tooltip."""

@@ -31,7 +31,7 @@ from explorer.qt import theme
 from explorer.qt.explain_target import ExplainTarget
 from explorer.qt.heatmap import settle_view, widen_axis
 from explorer.qt.panels.lazy import RefreshWhenShown
-from explorer.qt.plot_items import LabelAxis, plain_numbers
+from explorer.qt.plot_items import LabelAxis, plain_numbers, scroll_by_wheel
 from explorer.qt.session import Session
 from explorer.qt.stored import read_float, read_int
 from model.token_names import WORD
@@ -218,11 +218,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
 
     def wheelEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         """The mouse wheel scrolls a list of bars longer than the view."""
-        if self.scroll.isVisible():
-            self.scroll.setValue(self.scroll.value() - int(np.sign(event.angleDelta().y())) * 3)
-            event.accept()
-            return
-        super().wheelEvent(event)
+        if not scroll_by_wheel(self.scroll, event):
+            super().wheelEvent(event)
 
     def _clear(self, message: str, warn: bool = False) -> None:
         """No bars; ``message`` in the info line (in red when ``warn``)."""
