@@ -20,7 +20,7 @@ from model.tokenizer import EOT, Tokenizer
 
 # Mojibake of the TinyStories text: UTF-8 punctuation decoded as cp1252. Replaced before ftfy,
 # because ftfy alone turns a closing double quote whose last byte was lost ("â€" + space) into
-# "†" and eats the space (measured; see ../shared/data/tinystories/README.md). Order matters:
+# "†" and eats the space (measured on the TinyStories samples the shipped models learned from). Order matters:
 # the three-character sequences first, then what is left of a damaged one.
 MOJIBAKE = (
     ("â€™", "'"),

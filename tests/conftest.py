@@ -2,7 +2,7 @@
 
 QT_QPA_PLATFORM is set here, before anything imports Qt, so widget tests run without a display.
 The suite reads nothing beside the repository (a user's clone has nothing there): an audit hook
-refuses, and records, any file opened from a folder next to the clone (``../shared`` on the
+refuses, and records, any file opened from a folder next to the clone (such as a data folder on the
 developers' machines); ``tests/test_repository_boundary.py`` checks the hook and the test paths.
 """
 

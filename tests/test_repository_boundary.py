@@ -72,3 +72,41 @@ def test_ci_runs_exactly_the_readme_s_test_command_in_a_fresh_clone():
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert command in ci.splitlines()
     assert "git clone" in ci and "mktemp -d" in ci  # run in a new folder with nothing beside it
+
+
+SIBLING = b"shared"  # the developers' folder beside the clone (spelled apart: this file must not name it)
+SKIPPED = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "build", "dist", "runs"}
+
+
+def _project_files() -> list[Path]:
+    """The files of the project: those git tracks or would track (not what it ignores: a virtual
+    environment, build output such as the egg-info's copy of an older README); without git, every
+    file outside the usual build and cache folders."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                             capture_output=True, check=True).stdout
+        return [REPO / name for name in sorted(set(out.decode().split("\0"))) if name and (REPO / name).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        return [p for p in sorted(REPO.rglob("*")) if p.is_file() and not SKIPPED & set(p.relative_to(REPO).parts)
+                and not any(part.endswith(".egg-info") for part in p.parts)]
+
+
+def test_no_file_names_a_path_into_the_developers_folder_beside_the_clone():
+    """No source, document, fixture or shipped checkpoint (whose metadata records its training
+    command) names a path into the folder that only the developers' machines have beside the clone:
+    a user's clone has nothing there, so such a path is a dead end or a read that fails."""
+    import re
+
+    pattern = re.compile(rb"\.\./" + SIBLING + rb"\b|(?<![\w/.])" + SIBLING + rb"/(data|fixtures)/")
+    found, files = [], 0
+    for path in _project_files():
+        rel = path.relative_to(REPO)
+        if path.stat().st_size > 50_000_000:
+            continue
+        files += 1
+        for match in pattern.finditer(path.read_bytes()):
+            found.append(f"{rel}: {match.group().decode()}")
+    assert files > 200
+    assert not found, found

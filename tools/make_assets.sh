@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# The exact commands that trained the shipped checkpoints in assets/ (run from the repository root,
-# with ../shared/data/tinystories/ holding the TinyStories samples; see that folder's README).
+# The exact commands that trained the shipped checkpoints in assets/ (run from the repository root).
+# The text: TINYSTORIES_DIR (default data/tinystories, the path the shipped files record in their
+# training command) holds two samples of TinyStories (see README, "Train a checkpoint", for where
+# the dataset is): train-sample-lowercase.txt, the first 5,478 stories of the train split, each
+# lowercased, stories separated by newlines and paragraphs by blank lines; valid-sample.txt, the
+# first 1,000 stories of the validation split, each followed by a line <|endoftext|>.
 # Logs go to /tmp/train-NAME.log. Retrain only when the recipe changes.
 #
 # On the shared 2-core machine (other work running too) the three ran at once, one thread each:
 # a two-thread run slowed to about 3,300 tokens/s while other work held a core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=../shared/data/tinystories
+D="${TINYSTORIES_DIR:-data/tinystories}"
+for f in "$D/train-sample-lowercase.txt" "$D/valid-sample.txt"; do
+    [[ -f "$f" ]] || { echo "make_assets.sh: $f is missing (set TINYSTORIES_DIR; see the header)" >&2; exit 2; }
+done
 COMMON=(--corpus "$D/train-sample-lowercase.txt" --val "$D/valid-sample.txt"
         --context-length 32 --d-model 128 --d-mlp 512 --batch-size 64 --lr 2e-3
         --weight-decay 0.1 --seed 0 --eval-every 500)
