@@ -139,3 +139,23 @@ def lut_colour(heatmap, fraction: float):
     """The colour map's colour at ``fraction`` of the level range (0 = bottom, 1 = top)."""
     cmap = heatmap.bar.colorMap() if heatmap.bar is not None else None
     return cmap.map(np.array([fraction]), mode="qcolor")[0]
+
+
+def sync_session(checkpoint, text: str = ""):
+    """A Session that traces at once (no worker thread), on ``checkpoint``, with ``text``."""
+    from explorer.qt.session import Session
+
+    s = Session(compute_mode="sync")
+    s.set_checkpoint(checkpoint)
+    s.set_text(text)
+    return s
+
+
+def shown(qtbot, panel, width: int = 1200, height: int = 900, exposed: bool = True):
+    """``panel`` shown at ``width`` x ``height`` (owned by qtbot), waited for until exposed."""
+    qtbot.addWidget(panel)
+    panel.resize(width, height)
+    panel.show()
+    if exposed:
+        qtbot.waitExposed(panel)
+    return panel

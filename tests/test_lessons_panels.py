@@ -21,23 +21,18 @@ from explorer.qt.panels.formula import FormulaPanel
 from explorer.qt.panels.positional import PositionalPanel
 from explorer.qt.panels.variants import VariantsPanel, side_by_side
 from explorer.qt.session import Session
+from explorer_helpers import shown, sync_session
 
 TEXT = "the cat sat on the mat ."
 
 
 @pytest.fixture
 def session(qtbot, tiny_checkpoint):
-    s = Session(compute_mode="sync")
-    s.set_checkpoint(tiny_checkpoint)
-    s.set_text(TEXT)
-    return s
+    return sync_session(tiny_checkpoint, TEXT)
 
 
 def _show(qtbot, panel):
-    qtbot.addWidget(panel)
-    panel.resize(1200, 800)
-    panel.show()
-    return panel
+    return shown(qtbot, panel, 1200, 800, exposed=False)
 
 
 def test_panels_are_registered():

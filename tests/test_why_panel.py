@@ -18,7 +18,7 @@ from explorer.core import why
 from explorer.qt.explain_target import ExplainTarget
 from explorer.qt.panels.why import WhyPanel
 from explorer.qt.session import Session
-from explorer_helpers import fake_clock, make_window
+from explorer_helpers import fake_clock, make_window, shown, sync_session
 from model.checkpoint import load_any
 from model.explain import explain, what_if
 from model.interventions import Interventions
@@ -29,18 +29,7 @@ TEXT = "the cat sat on the mat"
 
 @pytest.fixture
 def session(qtbot, tiny_checkpoint):
-    s = Session(compute_mode="sync")
-    s.set_checkpoint(tiny_checkpoint)
-    s.set_text(TEXT)
-    return s
-
-
-def shown(qtbot, panel):
-    qtbot.addWidget(panel)
-    panel.resize(1200, 900)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
+    return sync_session(tiny_checkpoint, TEXT)
 
 
 @pytest.fixture
