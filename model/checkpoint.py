@@ -111,10 +111,9 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     Raises
     ------
     CheckpointError
-        For every kind of bad file (missing, empty, truncated, not safetensors, another format,
-        wrong version, bad config or tokenizer, missing/unexpected/misshapen/non-finite tensors,
-        tokenizer size different from the embedding rows), with the file name and the problem;
-        as :func:`load_any`, what no check foresaw as a :class:`ReaderFailure`.
+        For every kind of bad file :func:`model.formats.native.load_checkpoint` lists, with the
+        file name and the problem; as :func:`load_any`, what no check foresaw as a
+        :class:`ReaderFailure`.
     """
     return _guarded(path, lambda: native.load_checkpoint(path))
 
