@@ -37,6 +37,9 @@ def _plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label: st
     return plot
 
 
+MIN_HEIGHT_PX = 380  # two rows of plots with their titles, axes and a readable curve
+
+
 class CurvesView(pg.GraphicsLayoutWidget):
     """Loss on the text and the validation curve; the target's and the top-1's probability; the
     selected head's attention mass on the first, previous and same token; attention entropy."""
@@ -52,6 +55,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.entropy = _plot(self.ci, 1, 1, "attention entropy", "nats", legend=(-4, -4))
         self.plots = (self.loss, self.prob, self.mass, self.entropy)
         theme.style_plots(self, self.plots)
+        self.setMinimumHeight(MIN_HEIGHT_PX)  # a small dock scrolls (panel_scroll) rather than squash the plots
         pen = lambda key, **kw: pg.mkPen(COLOURS[key], width=2, **kw)  # noqa: E731
         self.text_curve = self.loss.plot(pen=pen("text"), symbol="o", symbolSize=5, name="on this text")
         self.val_curve = self.loss.plot(pen=pen("val", style=Qt.PenStyle.DashLine), name="validation (stored)")
