@@ -17,7 +17,7 @@ from benchmarks import explain, prefix_reuse
 from benchmarks.common import settle
 from benchmarks.keystroke import WORDS, text_of
 from model import GPT, GPTConfig, save_checkpoint
-from model.tokenizer import UNK, EOT, word_tokenizer_from_vocab
+from model.tokens.tokenizer import UNK, EOT, word_tokenizer_from_vocab
 
 GPT2_SMALL = GPTConfig(vocab_size=50257, context_length=1024, d_model=768, n_heads=12, n_layers=12,
                        d_mlp=3072, qkv_bias=True)
@@ -102,7 +102,7 @@ def paste_stall(app, window, n_words: int = 1100, heartbeat_ms: int = 5) -> dict
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from explorer.qt.panels.lazy import Pacer
+    from explorer.qt.scheduling.pacing import Pacer
 
     tokens_panel = window.panels["tokens"]
     session = window.session
@@ -144,12 +144,12 @@ def keystroke_t512(app, window, edits: int = 30, warmup: int = 4, heartbeat_ms: 
     512), each timed from the key press until the trace of the new text is shown, every paced
     panel and token chip is drawn and the paints are done; and the longest gap between ticks of a
     ``heartbeat_ms`` timer meanwhile (the GUI's longest stall). The first ``warmup`` edits are not
-    counted (the first edit of a shown row allocates the second row buffer, :mod:`model.reuse`)."""
+    counted (the first edit of a shown row allocates the second row buffer, :mod:`model.tracing.reuse`)."""
     from PySide6.QtCore import Qt, QTimer
     from PySide6.QtGui import QTextCursor
     from PySide6.QtTest import QTest
 
-    from explorer.qt.panels.lazy import Pacer
+    from explorer.qt.scheduling.pacing import Pacer
 
     session, tokens_panel = window.session, window.panels["tokens"]
     pacer = Pacer.of(session)

@@ -37,7 +37,7 @@ def measure(reps: int = 200) -> dict[str, float]:
     """
     from model import load_checkpoint
     from model.explain import direct_logit_attribution, explain, leave_one_out, logit_lens, score_terms
-    from model.interventions import Interventions, leave_one_out_masks
+    from model.core.interventions import Interventions, leave_one_out_masks
 
     model = load_checkpoint(DEFAULT).model
     n = model.config.context_length

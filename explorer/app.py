@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _show_book(widget) -> None:
     """Switch the variants panel (``widget``, or the window's) to the book's example and bring it forward."""
-    from explorer.qt.panels.variants import VariantsPanel
+    from explorer.qt.panels.lessons.variants.panel import VariantsPanel
 
     if isinstance(widget, VariantsPanel):
         widget.set_source("book")
@@ -322,7 +322,7 @@ def _load(window, args) -> bool:
 
     Returns False when PATH failed in a --screenshot run (the message is already printed).
     """
-    from explorer.qt.opening import Answers
+    from explorer.qt.files.opening import Answers
 
     answers = Answers(n_heads=args.n_heads, vocab_path=args.vocab)
     if args.path is None or not window.open_checkpoint(args.path, answers):

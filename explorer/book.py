@@ -2,7 +2,7 @@
 
     python -m explorer.book [--json] [--dropout] [--query N]
 
-Prints every named tensor of :func:`explorer.core.book.chapter3` under its section, four decimals
+Prints every named tensor of :func:`explorer.core.lessons.book.chapter3` under its section, four decimals
 as the chapter prints them; ``--json`` prints one object instead: ``tokens``, ``query``,
 ``dropout``, ``tensors`` (name -> nested lists, -inf as null), ``sections`` (name -> section)
 and ``printed`` (the names the chapter prints).
@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from explorer.core.book import QUERY, SECTIONS, TOKENS, BookExample, chapter3
+from explorer.core.lessons.book import QUERY, SECTIONS, TOKENS, BookExample, chapter3
 
 
 def to_json(ex: BookExample) -> dict:

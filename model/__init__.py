@@ -4,10 +4,10 @@ Nothing in this package imports Qt or anything from ``explorer``.
 """
 
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from model.config import GPTConfig
-from model.tokenizer import Encoding, Tokenizer
-from model.records import LayerTrace, NonFinite, Trace
-from model.transformer import GPT
+from model.core.config import GPTConfig
+from model.tokens.tokenizer import Encoding, Tokenizer
+from model.tracing.records import LayerTrace, NonFinite, Trace
+from model.core.transformer import GPT
 
 __all__ = [
     "Checkpoint",

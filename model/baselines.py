@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from model import data
+from model.training import data
 
 
 def _val_pairs(val_stream: torch.Tensor, context_length: int) -> tuple[torch.Tensor, torch.Tensor]:

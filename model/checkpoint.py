@@ -12,14 +12,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from model.formats import hf, hub, llama2c, nanogpt, native, raschka
+from model.formats import hf, hub, native
+from model.formats.llama2c import reader as llama2c
+from model.formats.pickled import nanogpt
+from model.formats.pickled import raschka
 from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
 )
 from model.formats.errors import ReaderFailure
 from model.formats.native import FORMAT_NAME, FORMAT_VERSION, save_checkpoint
-from model.plain import clip, readable, shown_name
+from model.core.plain import clip, readable, shown_name
 
 #: The readers :func:`load_any` tries, in order: our own format first; a Hugging Face folder (or
 #: one of its weight files) before nanoGPT, whose names GPT-2's resemble; llama2.c before the
@@ -55,7 +58,7 @@ def load_any(
     :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
     (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with
-    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.safe_pickle`). A string
+    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.pickled.safe_pickle`). A string
     ``hf:REPO_ID[@REVISION]`` is a model on the Hugging Face Hub, fetched into the library's cache
     (:func:`model.formats.hub.fetch`, offline from the cache with ``HF_HUB_OFFLINE=1``) and opened
     as :func:`load_snapshot` does.

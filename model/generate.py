@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from model.transformer import GPT
+from model.core.transformer import GPT
 
 
 @dataclass(frozen=True)

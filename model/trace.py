@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from model.records import Trace
+from model.tracing.records import Trace
 
 EXIT_NONFINITE = 3
 EPILOG = """exit status: 0 done; 2 a bad file or input (one line on stderr); 3 the trace holds values
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                    "a word-vocabulary JSON, a tokenizer.json, a llama2.c tokenizer.bin, or a folder with GPT-2's files)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every tensor")
     p.add_argument("--over-training", action="store_true", help="CHECKPOINT is a snapshot folder (or a checkpoint "
-                   "with one): print curves over the training steps (see model/trace_over_training.py)")
+                   "with one): print curves over the training steps (see model/training/trace_over_training.py)")
     p.add_argument("--explain", action="store_true", help="also explain the prediction at --position "
                    "(logit lens, direct logit attribution, leave-one-out, score terms; see model/explain)")
     p.add_argument("--position", type=int, help="with --explain or --over-training: the position (default the last; "
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                    "the same seed gives the same text")
     args = p.parse_intermixed_args(argv)  # the text may come after the options too
     if args.over_training:
-        from model.trace_over_training import run
+        from model.training.trace_over_training import run
 
         return run(args, _parse_ids)
     try:

@@ -2,7 +2,7 @@
 
 The word-level tokenizer is built from the training text (or reused from ``--resume`` /
 ``--tokenizer``); the model learns next-token prediction on context-window blocks of the corpus
-(see :mod:`model.data`) with AdamW, linear warmup and cosine decay. Validation loss is the mean
+(see :mod:`model.training.data`) with AdamW, linear warmup and cosine decay. Validation loss is the mean
 cross-entropy (nats per token) over all non-overlapping context-window blocks of the ``--val``
 text. Bad input ends with a one-line error on stderr and exit status 2; Ctrl+C saves the model
 reached so far and exits with status 130. Every file is written atomically.
@@ -18,16 +18,18 @@ from pathlib import Path
 
 import torch
 
-from model import data, distributed
+from model.training import data
+from model.training import distributed
 from model.checkpoint import CheckpointError, load_checkpoint
-from model.config import GPTConfig
-from model.distributed import ONE_PROCESS, Ranks
-from model.tokenizer import Tokenizer, train_word_tokenizer
-from model.train_args import SHAPE_OPTIONS, TrainError, build_parser, check_args, log_spaced_steps
-from model.train_loop import (
+from model.core.config import GPTConfig
+from model.training.distributed import ONE_PROCESS, Ranks
+from model.tokens.tokenizer import Tokenizer, train_word_tokenizer
+from model.training.args import SHAPE_OPTIONS, build_parser, check_args, log_spaced_steps
+from model.training.errors import TrainError
+from model.training.loop import (
     EXIT_DIVERGED, EXIT_INTERRUPTED, Run, lr_at, make_optimizer, train, validation_loss,
 )
-from model.transformer import GPT
+from model.core.transformer import GPT
 
 EXIT_BAD_INPUT = 2
 

@@ -61,7 +61,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402  (torch before any QApplication exists)
 
 from model import Checkpoint, GPT, GPTConfig  # noqa: E402
-from model.tokenizer import train_word_tokenizer  # noqa: E402
+from model.tokens.tokenizer import train_word_tokenizer  # noqa: E402
 
 # One thread: the tiny models are dispatch-bound, and the machine's two cores are shared.
 torch.set_num_threads(1)

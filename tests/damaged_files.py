@@ -25,7 +25,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from model.checkpoint import save_as
-from model.tokenizer import train_word_tokenizer
+from model.tokens.tokenizer import train_word_tokenizer
 
 FIX = Path(__file__).parent / "fixtures"
 NANO, META = FIX / "interop" / "ckpt_nanogpt.pt", FIX / "interop" / "nanogpt_shakespeare_char_meta.pkl"

@@ -101,13 +101,13 @@ def fake_clock(monkeypatch, checkpoint, ms_per_token: float):
     import threading
     import types
 
-    import explorer.qt.jobs
+    import explorer.qt.scheduling.jobs
     import explorer.qt.session
 
     now, lock = [0.0], threading.Lock()
     clock = types.SimpleNamespace(perf_counter=lambda: now[0])
     monkeypatch.setattr(explorer.qt.session, "time", clock)
-    monkeypatch.setattr(explorer.qt.jobs, "time", clock)
+    monkeypatch.setattr(explorer.qt.scheduling.jobs, "time", clock)
     trace = checkpoint.model.trace
 
     def timed_trace(ids, **kwargs):

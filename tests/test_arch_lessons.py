@@ -16,7 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core import architecture, formula, formula_text, rope, variants, views
+from explorer.core import architecture, views
+from explorer.core.lessons import formula
+from explorer.core.lessons import formula_text
+from explorer.core.lessons import rope
+from explorer.core.lessons import variants
 from model import GPT, GPTConfig
 from model.checkpoint import load_any
 

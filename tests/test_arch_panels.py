@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_checkpoint
-from explorer.core import rope
+from explorer.core.lessons import rope
 from explorer_helpers import make_window
 from model.checkpoint import load_any
 

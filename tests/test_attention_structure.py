@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core import formula, positional, variants, views
+from explorer.core import views
+from explorer.core.lessons import formula
+from explorer.core.lessons import positional
+from explorer.core.lessons import variants
 from model import GPT, Checkpoint, GPTConfig
 
 IDS = [3, 7, 9, 11, 4, 5, 8, 2, 7, 3]

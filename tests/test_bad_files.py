@@ -25,10 +25,10 @@ from damaged_files import (
     raschka_file, shared_list_meta,
 )
 from model.checkpoint import CheckpointError, ReaderFailure, load_any, load_checkpoint, save_as
-from model.formats.pickle_bounds import PickleTooComplex, check_pickle_bytes
-from model.plain import check_plain, load_json, short_repr
+from model.formats.pickled.bounds import PickleTooComplex, check_pickle_bytes
+from model.core.plain import check_plain, load_json, short_repr
 from model.trace import main as trace_main
-from model.tokenizer import train_word_tokenizer
+from model.tokens.tokenizer import train_word_tokenizer
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_a_file_of_any_format_cut_anywhere_is_one_clear_message(what, tmp_path, 
 
 def test_the_catch_all_names_the_file_and_keeps_the_cause(tmp_path, monkeypatch):
     """What no check foresaw still ends in one CheckpointError naming the file, the original kept."""
-    from model.formats import nanogpt
+    from model.formats.pickled import nanogpt
 
     def broken(source, options):
         raise KeyError("a reader's own mistake")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from damaged_files import CORPUS, META, NANO, RASCHKA_SIDECAR, raschka_file, word_level_tokenizer_json
-from explorer.qt.opening import ERROR_TITLE, SAVE_ERROR_TITLE, Answers
+from explorer.qt.files.opening import ERROR_TITLE, SAVE_ERROR_TITLE, Answers
 from explorer_helpers import DialogRecorder, make_window
 
 # The inputs of issue 12 §1 (and a name that is not UTF-8), opened as a user would.
@@ -107,7 +107,7 @@ def test_save_as_of_a_model_whose_tensors_share_memory_and_any_write_error(windo
 
 def test_what_no_check_foresaw_is_one_dialog_and_a_model_that_cannot_run_is_not_taken(window, recorder, tmp_path, monkeypatch, tiny_tokenizer):
     from conftest import make_tiny_checkpoint
-    from explorer.qt import opening
+    from explorer.qt.files import opening
 
     before = window.session.checkpoint
     broken = make_tiny_checkpoint(tiny_tokenizer)

@@ -13,11 +13,11 @@ from conftest import make_tiny_checkpoint
 from explorer.core import why
 from explorer.core.head_maps import mosaic_image, pool_heads
 from explorer.core.views import masked_as_nan
-from explorer.qt.heatmap import Heatmap
-from explorer.qt.plot_items import MatrixImage
+from explorer.qt.plots.heatmap import Heatmap
+from explorer.qt.plots.plot_items import MatrixImage
 from explorer_helpers import make_window
 from model.explain import leave_one_out_sources
-from model.interventions import Interventions
+from model.core.interventions import Interventions
 
 WORDS = "the cat sat on the mat . the dog sat on the log . a cat and a dog played in the sun .".split()
 
@@ -253,7 +253,7 @@ def test_a_zoomed_view_keeps_its_place_and_follows_the_newest_rows(big_heatmap):
 def test_rows_a_longer_text_adds_and_a_zoomed_view_are_coloured(qtbot, tmp_path, tiny_tokenizer, dialogs):
     """pyqtgraph's ImageItem kept the first view rectangle it computed: a map that grew showed its
     new rows and columns blank (grey) for good, and a zoom went on drawing the old cells."""
-    from explorer.qt.heatmap import MASKED_COLOUR
+    from explorer.qt.plots.heatmap import MASKED_COLOUR
     from explorer_helpers import pixel_at_cell
 
     window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=16))

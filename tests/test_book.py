@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from explorer import book as book_cli
-from explorer.core import book_views
-from explorer.core.book import DROPOUT_P, TOKENS, chapter3
-from explorer.core.variants import KEYS
+from explorer.core.lessons import book_views
+from explorer.core.lessons.book import DROPOUT_P, TOKENS, chapter3
+from explorer.core.lessons.variants import KEYS
 
 INF = float("inf")
 

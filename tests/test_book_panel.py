@@ -9,9 +9,10 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
-from explorer.core import book_views, variants
-from explorer.core.book import chapter3
-from explorer.qt.panels.variants import VariantsPanel
+from explorer.core.lessons import book_views
+from explorer.core.lessons import variants
+from explorer.core.lessons.book import chapter3
+from explorer.qt.panels.lessons.variants.panel import VariantsPanel
 from explorer.qt.session import Session
 
 

@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QApplication, QLabel
 from conftest import make_tiny_checkpoint
 from explorer.core.attention_sink import sink_facts, sink_line, sink_paragraph
 from explorer.qt import theme
-from explorer.qt.heatmap import KEY_TITLE, QUERY_TITLE, Heatmap
-from explorer.qt.ticks import thinned_ticks
+from explorer.qt.plots.heatmap import KEY_TITLE, QUERY_TITLE, Heatmap
+from explorer.qt.plots.ticks import thinned_ticks
 from explorer_helpers import click_cell, make_window
 from model.explain import first_token_mean
 
@@ -307,8 +307,8 @@ def test_a_dark_palette_keeps_every_chip_and_label_readable(qtbot, tmp_path, tin
 
 
 def test_plots_follow_a_palette_switched_while_the_app_runs(qtbot):
-    from explorer.qt.training_curves import CurvesView
-    from explorer.qt.why_bars import SourceBars
+    from explorer.qt.panels.training.curves import CurvesView
+    from explorer.qt.panels.why.bars import SourceBars
 
     for view in (SourceBars(), CurvesView()):
         qtbot.addWidget(view)

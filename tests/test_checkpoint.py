@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from model import GPT, GPTConfig, CheckpointError, load_checkpoint, save_checkpoint
-from model.tokenizer import train_word_tokenizer
+from model.tokens.tokenizer import train_word_tokenizer
 
 
 @pytest.fixture(scope="module")

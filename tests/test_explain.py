@@ -12,7 +12,7 @@ from explain_models import FAMILIES, IDS, LEARNED, family_model
 from model import load_checkpoint
 from model.explain import attention_entropy, explain, standard_what_ifs, what_if
 from model.explain.dla import frozen_norm_direction
-from model.interventions import Interventions
+from model.core.interventions import Interventions
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 SHIPPED = ["tinystories-1L1H.safetensors", "tinystories-4L4H.safetensors"]

@@ -8,7 +8,7 @@ import torch
 
 from model import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from model.explain import explain
-from model.tokenizer import train_word_tokenizer
+from model.tokens.tokenizer import train_word_tokenizer
 from model.trace import main
 
 TEXT = "the cat sat on the mat and the dog"

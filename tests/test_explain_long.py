@@ -11,7 +11,7 @@ from explorer.core import why
 from model import GPT, GPTConfig
 from model.explain import explain, leave_one_out, leave_one_out_sources, loo
 from model.explain.report import explanation_json, format_explanation
-from model.interventions import Interventions, leave_one_out_masks
+from model.core.interventions import Interventions, leave_one_out_masks
 
 GPT2_SMALL = GPTConfig(vocab_size=50257, context_length=1024, d_model=768, n_heads=12, n_layers=12, d_mlp=3072)
 D8 = GPTConfig(vocab_size=64, context_length=1024, d_model=8, n_heads=2, n_layers=2, d_mlp=16)  # test_big_view's

@@ -105,7 +105,7 @@ def test_a_screenshot_of_a_slow_model_shows_the_trace_of_the_text(monkeypatch, t
     app would trace it on the worker thread (every model counts as slow here)."""
     import explorer.app as app_module
     import explorer.qt.session as session_module
-    from explorer.qt.panels.lazy import Pacer
+    from explorer.qt.scheduling.pacing import Pacer
 
     monkeypatch.setattr(session_module, "ASYNC_MS", 0.0)
     seen = []

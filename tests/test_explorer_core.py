@@ -153,7 +153,7 @@ def test_head_mosaic_tiles_layers_down_and_heads_across(tiny_checkpoint):
 
 
 def test_thinned_ticks_always_label_the_first_and_last_rows():
-    from explorer.qt.heatmap import thinned_ticks
+    from explorer.qt.plots.heatmap import thinned_ticks
 
     def shown(n, step):
         return [int(pos) for pos, _ in thinned_ticks([str(i) for i in range(n)], step)[0]]

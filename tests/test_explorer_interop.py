@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from explorer.core.token_text import append_id, display_tokens, ids_encoding
-from explorer.qt.opening import recall
+from explorer.qt.files.opening import recall
 from explorer_helpers import DialogRecorder, make_window
 from model import Tokenizer
 from model.checkpoint import load_checkpoint

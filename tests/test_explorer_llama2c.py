@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QImage
 
-from explorer.qt.opening import recall
+from explorer.qt.files.opening import recall
 from explorer_helpers import make_window
 from model.checkpoint import load_checkpoint
 from test_explorer_cli import run_app

@@ -372,7 +372,7 @@ def test_colour_bar_labels_fit_and_say_the_values_themselves(qtbot, level):
     the values themselves (no "x0.001" scale), for tiny and large levels alike."""
     from PySide6.QtGui import QImage, QPainter
 
-    from explorer.qt.heatmap import Heatmap
+    from explorer.qt.plots.heatmap import Heatmap
 
     hm = Heatmap("tiny values", bar_title="value of x")
     qtbot.addWidget(hm)

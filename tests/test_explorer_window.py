@@ -14,7 +14,7 @@ from explorer.core.export import CSV_HEADER
 from explorer.qt.session import Session
 from explorer_helpers import fake_clock, make_window
 from model import save_checkpoint
-from model.tokenizer import Tokenizer
+from model.tokens.tokenizer import Tokenizer
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_window_on_the_shipped_default_checkpoint(window, dialogs):
 
 
 def test_a_slow_model_s_result_reaches_the_panels_one_per_event_loop_turn(qtbot, tmp_path, tiny_checkpoint):
-    from explorer.qt.panels.lazy import Pacer
+    from explorer.qt.scheduling.pacing import Pacer
 
     window = make_window(qtbot, tmp_path, tiny_checkpoint, compute_mode="async")
     s, pacer = window.session, Pacer.of(window.session)
@@ -219,7 +219,7 @@ def test_a_slow_model_s_result_reaches_the_panels_one_per_event_loop_turn(qtbot,
 
 
 def test_a_fast_model_draws_every_panel_in_the_keystroke_s_turn(window):
-    from explorer.qt.panels.lazy import Pacer
+    from explorer.qt.scheduling.pacing import Pacer
 
     s = window.session
     s.set_text("the cat sat")
@@ -290,7 +290,7 @@ def test_queued_panels_of_a_closed_window_are_skipped(qtbot, tmp_path, tiny_chec
     from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
 
-    from explorer.qt.panels.lazy import Pacer
+    from explorer.qt.scheduling.pacing import Pacer
 
     window = make_window(None, tmp_path, tiny_checkpoint, compute_mode="async")  # its session outlives it
     s, pacer = window.session, Pacer.of(window.session)

@@ -9,8 +9,8 @@ import pytest
 
 from explorer.core.export import (CSV_HEADER, ExportCancelled, attention_csv_bytes, attention_csv_rows,
                                   write_attention_csv, write_trace_npz)
-from explorer.qt import exporting
-from explorer.qt.background import STEPS
+from explorer.qt.files import export as exporting
+from explorer.qt.scheduling.background import STEPS
 from explorer_helpers import make_window
 
 ODD_TOKENS = ["a,b", 'say "hi"', "x"]  # a comma and quotes: quoted CSV fields

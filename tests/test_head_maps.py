@@ -73,7 +73,7 @@ def test_head_scores_computed_only_for_new_rows_equal_the_whole_head(model, seed
 
 
 def test_head_scores_of_a_row_with_no_finite_score_give_the_neutral_levels():
-    from model.records import LayerTrace
+    from model.tracing.records import LayerTrace
 
     T = 3
     inf = np.full((1, T, 2), np.nan, np.float32)  # q, k all NaN: every score NaN

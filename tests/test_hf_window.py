@@ -12,7 +12,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from explorer_helpers import make_window
-from model.token_names import CONTINUATION
+from model.tokens.names import CONTINUATION
 
 ARCH = Path(__file__).parent / "fixtures" / "arch"
 

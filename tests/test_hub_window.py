@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.qt.opening import default_save_path
+from explorer.qt.files.opening import default_save_path
 from explorer_helpers import make_window
 from model.formats import hub
 

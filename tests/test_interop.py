@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_checkpoint, save_as
 from model.formats.common import propose_n_heads
-from model.formats.nanogpt import strip_prefixes
-from model.formats.safe_pickle import referenced_globals
+from model.formats.pickled.nanogpt import strip_prefixes
+from model.formats.pickled.safe_pickle import referenced_globals
 from model.formats.vocab import char_tokenizer, gpt2_tokenizer, word_vocab_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "interop"

@@ -8,7 +8,7 @@ import torch
 
 from explain_models import FAMILIES, IDS, family_model
 from model import GPT, GPTConfig
-from model.interventions import Interventions, leave_one_out_masks
+from model.core.interventions import Interventions, leave_one_out_masks
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "neo"])

@@ -13,8 +13,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.core import formula, positional, variants
-from explorer.core.positional_sentence import predict_unchanged
+from explorer.core.lessons import formula
+from explorer.core.lessons import positional
+from explorer.core.lessons import variants
+from explorer.core.lessons.positional_sentence import predict_unchanged
 from model import GPT, GPTConfig, load_checkpoint
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"

@@ -15,11 +15,13 @@ from PySide6.QtWidgets import QApplication
 
 from conftest import make_tiny_checkpoint
 
-from explorer.core import formula, positional, variants
+from explorer.core.lessons import formula
+from explorer.core.lessons import positional
+from explorer.core.lessons import variants
 from explorer.qt.panels import panel_names
-from explorer.qt.panels.formula import FormulaPanel
-from explorer.qt.panels.positional import PositionalPanel
-from explorer.qt.panels.variants import VariantsPanel, side_by_side
+from explorer.qt.panels.lessons.formula import FormulaPanel
+from explorer.qt.panels.lessons.positional.panel import PositionalPanel
+from explorer.qt.panels.lessons.variants.panel import VariantsPanel, side_by_side
 from explorer.qt.session import Session
 from explorer_helpers import shown, sync_session
 
@@ -139,7 +141,7 @@ def test_swapping_two_equal_tokens_changes_nothing(qtbot, session):
 
 
 def test_a_slow_comparison_runs_on_the_worker_and_waits_for_update(qtbot, tiny_checkpoint, monkeypatch):
-    from explorer.qt.panels import positional as panel_module
+    from explorer.qt.panels.lessons.positional import panel as panel_module
 
     monkeypatch.setattr(panel_module, "SLOW_MS", -1.0)  # every comparison counts as too slow to follow edits
     threads = []
@@ -194,7 +196,7 @@ def test_switching_to_a_slow_model_keeps_the_comparison_off_the_gui_thread(qtbot
 
 def test_open_twin_goes_through_the_window_s_open_path(qtbot, tmp_path, tiny_checkpoint, dialogs, monkeypatch):
     from explorer_helpers import make_window
-    from explorer.qt.panels import positional as panel_module
+    from explorer.qt.panels.lessons.positional import panel as panel_module
 
     monkeypatch.setattr(panel_module, "TWIN", tmp_path / "missing-nope.safetensors")
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
@@ -207,7 +209,7 @@ def test_open_twin_goes_through_the_window_s_open_path(qtbot, tmp_path, tiny_che
 def test_open_twin_loads_the_model_without_positional_encoding(qtbot, tmp_path, tiny_checkpoint, dialogs,
                                                                monkeypatch, tiny_tokenizer):
     from explorer_helpers import make_window
-    from explorer.qt.panels import positional as panel_module
+    from explorer.qt.panels.lessons.positional import panel as panel_module
     from model import save_checkpoint
 
     twin = tmp_path / "tinystories-1L1H-nope.safetensors"
@@ -256,7 +258,7 @@ def test_formula_panel_shows_the_steps_and_follows_selection(qtbot, session):
 
 
 def test_formula_strips_keep_their_rows_in_a_short_panel(qtbot, session):
-    from explorer.qt.panels.formula import ROW_PX
+    from explorer.qt.panels.lessons.formula import ROW_PX
 
     panel = _show(qtbot, FormulaPanel(session))
     panel.resize(880, 350)  # about its size tabbed in the main window's right-hand dock area

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.checkpoint import CheckpointError
-from model.formats.llama2c_vocab import is_tokenizer_bin, llama2c_tokenizer
+from model.formats.llama2c.vocab import is_tokenizer_bin, llama2c_tokenizer
 from model.formats.vocab import tokenizer_from_path
-from model.tokenizer import Tokenizer
+from model.tokens.tokenizer import Tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "arch" / "llama2c-v0"
 TOKENIZER_BIN = FIX / "tokenizer.bin"

@@ -130,7 +130,7 @@ def test_top_k_refuses_logits_that_are_not_numbers():
 
 
 def test_the_app_says_where_and_draws_no_nan_as_a_value(qtbot, tmp_path, tiny_tokenizer, dialogs):
-    from explorer.qt.heatmap import MASKED_COLOUR
+    from explorer.qt.plots.heatmap import MASKED_COLOUR
     from explorer_helpers import make_window, pixel_at_cell
 
     window = make_window(qtbot, tmp_path, huge_qk(make_tiny_checkpoint(tiny_tokenizer)))

@@ -9,8 +9,8 @@ from PySide6.QtWidgets import QApplication
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QFont, QImage, QPainter
 
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap
-from explorer.qt.plot_items import LabelAxis, MatrixImage
+from explorer.qt.plots.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap
+from explorer.qt.plots.plot_items import LabelAxis, MatrixImage
 
 SHORT, LONG = "0 a", "3 somewhat-longer-word"
 

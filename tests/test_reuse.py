@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from conftest import TINY_SENTENCES, PositionCounter
 from model import GPT, GPTConfig
 from model.formats.vocab import SHIPPED_GPT2_DIR, char_tokenizer, gpt2_tokenizer
-from model.tokenizer import train_word_tokenizer
+from model.tokens.tokenizer import train_word_tokenizer
 
 ALPHABET = "abcdeilnostry .,"
 BASE = dict(context_length=10, d_model=16, n_heads=4, n_layers=2, d_mlp=32)
@@ -241,7 +241,7 @@ def test_threads_tracing_from_one_trace_get_their_own_rows():
 
 
 def test_interventions_are_never_reused_across():
-    from model.interventions import Interventions
+    from model.core.interventions import Interventions
 
     model = tiny_model("learned", 40, context_length=16)
     ablate = Interventions(ablate=((0, 1),))

@@ -141,7 +141,7 @@ def test_a_long_job_stops_between_steps_when_a_newer_text_waits(qtbot, async_ses
 
 
 def test_the_worker_says_superseded_for_its_key_or_a_higher_priority_only(qtbot):
-    from explorer.qt.jobs import Worker
+    from explorer.qt.scheduling.jobs import Worker
 
     w = Worker()
     go, seen = threading.Event(), []

@@ -147,13 +147,13 @@ def test_a_new_model_is_traced_whole(checkpoint, tiny_tokenizer):
 def test_a_model_fast_to_append_but_slow_whole_stays_off_the_gui_thread(qtbot, checkpoint, monkeypatch):
     """Appends cost a position each, but the next edit may change the first token: the session
     judges GUI thread or worker by what a whole trace costs, and jobs too (``expected_ms``)."""
-    import explorer.qt.jobs
+    import explorer.qt.scheduling.jobs
     import explorer.qt.session
 
     now, lock = [0.0], threading.Lock()
     clock = types.SimpleNamespace(perf_counter=lambda: now[0])
     monkeypatch.setattr(explorer.qt.session, "time", clock)
-    monkeypatch.setattr(explorer.qt.jobs, "time", clock)
+    monkeypatch.setattr(explorer.qt.scheduling.jobs, "time", clock)
     trace = checkpoint.model.trace
 
     def timed_trace(ids, **kwargs):  # 1 ms per position computed
@@ -181,7 +181,7 @@ def test_a_model_fast_to_append_but_slow_whole_stays_off_the_gui_thread(qtbot, c
 
 def test_a_hidden_panel_keeps_no_trace_buffers_alive(qtbot, tmp_path, tiny_tokenizer):
     """Panels keep copies, not views of a trace's row buffers: typing alternates between two
-    buffers however many panels drew an older trace (model.reuse writes only unviewed rows)."""
+    buffers however many panels drew an older trace (model.tracing.reuse writes only unviewed rows)."""
     from explorer_helpers import make_window
 
     window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=64))

@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from conftest import make_tiny_checkpoint
-from explorer.qt import stored
-from explorer.qt.opening import recall, settings_key
+from explorer.qt import settings as stored
+from explorer.qt.files.opening import recall, settings_key
 from explorer_helpers import make_window
 from model import save_checkpoint
 

@@ -1,4 +1,4 @@
-"""Snapshots of a run (model.snapshots), curves over training (model.over_training) and the
+"""Snapshots of a run (model.training.snapshots), curves over training (model.training.over_training) and the
 ``python -m model.trace ... --over-training`` command."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from conftest import make_tiny_checkpoint
 from model import load_checkpoint, save_checkpoint
 from model.checkpoint import Checkpoint
-from model.over_training import attention_stats, curves_over_training, snapshot_difference
-from model.snapshots import SnapshotError, load_snapshots, snapshot_folder_for, snapshots_for
+from model.training.over_training import attention_stats, curves_over_training, snapshot_difference
+from model.training.snapshots import SnapshotError, load_snapshots, snapshot_folder_for, snapshots_for
 from model.trace import main as trace_main
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -56,7 +56,7 @@ def _save(path: Path, ck: Checkpoint, training: dict) -> None:
 @pytest.fixture
 def run_folder(tmp_path, tiny_tokenizer):
     """A run of 5 tiny snapshots in a jumbled layout, and files that do not belong to it."""
-    from model.tokenizer import word_tokenizer_from_vocab
+    from model.tokens.tokenizer import word_tokenizer_from_vocab
 
     folder = tmp_path / "run"
     curve = [[0, 4.2], [2, 4.1], [10, 3.9], [30, 3.5]]

@@ -1,4 +1,4 @@
-"""A tokenizer's kind and the readable names of its tokens (model.token_names), on the fixtures'
+"""A tokenizer's kind and the readable names of its tokens (model.tokens.names), on the fixtures'
 own tokenizers: GPT-2's byte-level BPE and a Llama-style BPE with byte fallback and a BOS."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 from model.formats.vocab import char_tokenizer
-from model.token_names import CONTINUATION, KIND_DESCRIPTIONS, KINDS
-from model.tokenizer import Tokenizer, train_word_tokenizer
+from model.tokens.names import CONTINUATION, KIND_DESCRIPTIONS, KINDS
+from model.tokens.tokenizer import Tokenizer, train_word_tokenizer
 
 ARCH = Path(__file__).parent / "fixtures" / "arch"
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.tokenizer import EOT, UNK, Tokenizer, train_word_tokenizer, word_tokenizer_from_vocab
+from model.tokens.tokenizer import EOT, UNK, Tokenizer, train_word_tokenizer, word_tokenizer_from_vocab
 
 TEXTS = ["The cat sat on the mat.", "Don't worry, the dog and the cat are friends!", "A café, on the mat."]
 
@@ -111,7 +111,7 @@ PIECES = ["the", "cat", "Café", "cafe\u0301", " ", "  ", "\n", "\t", ".", ",", 
 def _edit_tokenizers():
     from pathlib import Path
 
-    from model.formats.llama2c_vocab import llama2c_tokenizer
+    from model.formats.llama2c.vocab import llama2c_tokenizer
     from model.formats.vocab import char_tokenizer, gpt2_tokenizer
 
     llama2c = Path(__file__).parent / "fixtures" / "arch" / "llama2c-v0" / "tokenizer.bin"  # a dummy prefix and BOS

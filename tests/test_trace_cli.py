@@ -10,7 +10,7 @@ import torch
 
 from model import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from model.trace import main
-from model.tokenizer import train_word_tokenizer
+from model.tokens.tokenizer import train_word_tokenizer
 
 
 @pytest.fixture(scope="module")

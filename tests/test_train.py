@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import data, load_checkpoint
+from model import load_checkpoint
+from model.training import data
 from model.train import log_spaced_steps, lr_at, main
 
 NAMES = ["lily", "tom", "sue", "ben", "max", "mia"]
@@ -123,7 +124,7 @@ def test_resume_continues_and_keeps_the_tokenizer(texts, tmp_path, capsys):
 
 
 def test_tokenizer_json_is_reused(texts, tmp_path):
-    from model.tokenizer import word_tokenizer_from_vocab
+    from model.tokens.tokenizer import word_tokenizer_from_vocab
 
     words = ["<unk>", "<|endoftext|>", "once", "upon", "a", "time", ",", ".", "lily", "the"]
     path = tmp_path / "tokenizer.json"

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import data, load_checkpoint
+from model import load_checkpoint
+from model.training import data
 from model.train import main
 from test_train import TINY, _story
 
@@ -150,7 +151,7 @@ def test_torchrun_passes_every_option_through():
     """torchrun's parser abbreviates its own options: ``--log`` was taken for ``--log-dir``."""
     from torch.distributed.run import get_args_parser
 
-    from model.train_args import build_parser
+    from model.training.args import build_parser
 
     ours = [s for action in build_parser()._actions for s in action.option_strings if s.startswith("--")]
     argv = [x for opt in ours for x in (opt, "1")]

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from explorer.core.train_setup import TrainChoice
-from explorer.qt.train_dialog import TrainDialog, open_train_dialog
+from explorer.qt.train.dialog import TrainDialog, open_train_dialog
 from explorer_helpers import make_window
 from model import load_checkpoint
-from model.train_args import log_spaced_steps
+from model.training.args import log_spaced_steps
 
 WORDS = "the cat sat on a mat and the dog ran to the park with a red ball she was happy he was sad".split()
 RUN_MS = 120_000  # an upper bound for a process that takes seconds (a loaded 2-core machine)

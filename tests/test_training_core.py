@@ -13,8 +13,8 @@ from explorer.core.train_log import TrainLog, duration
 from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
                                        next_free_name, split_for_validation)
 from explorer.core.training_views import largest_changes, nearest_index, slider_stops, step_ticks, step_x
-from model import data
-from model.train_args import build_parser
+from model.training import data
+from model.training.args import build_parser
 
 
 def test_the_log_axis_spaces_log_spaced_steps_evenly_and_keeps_step_0():

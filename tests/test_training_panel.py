@@ -14,8 +14,8 @@ from conftest import make_tiny_checkpoint
 from explorer.core.training_views import largest_changes, step_x
 from explorer_helpers import make_window
 from model import load_checkpoint, save_checkpoint
-from model.over_training import curves_over_training
-from model.snapshots import load_snapshots
+from model.training.over_training import curves_over_training
+from model.training.snapshots import load_snapshots
 
 STEPS = {"c.safetensors": 0, "step-2.safetensors": 2, "b.safetensors": 10, "iter-30/ckpt.safetensors": 30}
 TEXT = "the cat sat on the mat . the dog"

@@ -1,5 +1,5 @@
 """The Why panel's Qt-free part (explorer/core/why.py) and the session's model seen through its
-interventions (model.interventions.WithInterventions): numbers equal explain()'s, sentences carry them."""
+interventions (model.core.interventions.WithInterventions): numbers equal explain()'s, sentences carry them."""
 
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from explain_models import IDS, family_model
 from explorer.core import why
 from model import load_checkpoint
 from model.explain import explain, what_if
-from model.interventions import Interventions, WithInterventions
+from model.core.interventions import Interventions, WithInterventions
 
 DEFAULT = Path(__file__).resolve().parents[1] / "assets" / "tinystories-1L1H.safetensors"
 EXAMPLE = "one day the boy wanted to play in the sun and"

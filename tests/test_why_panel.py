@@ -15,13 +15,13 @@ from PySide6.QtWidgets import QApplication
 
 from conftest import make_tiny_checkpoint
 from explorer.core import why
-from explorer.qt.explain_target import ExplainTarget
-from explorer.qt.panels.why import WhyPanel
+from explorer.qt.widgets.explain_target import ExplainTarget
+from explorer.qt.panels.why.panel import WhyPanel
 from explorer.qt.session import Session
 from explorer_helpers import fake_clock, make_window, shown, sync_session
 from model.checkpoint import load_any
 from model.explain import explain, what_if
-from model.interventions import Interventions
+from model.core.interventions import Interventions
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "the cat sat on the mat"

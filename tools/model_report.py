@@ -15,7 +15,8 @@ import re
 
 import torch
 
-from model import data, load_checkpoint
+from model import load_checkpoint
+from model.training import data
 from model.baselines import baseline_losses
 from model.train import validation_loss
 

@@ -1,6 +1,6 @@
 """The loaded model's architecture in words, and what its position switch means (no Qt here).
 
-Everything here is read from the model's :class:`model.config.GPTConfig`: the panels never guess
+Everything here is read from the model's :class:`model.core.config.GPTConfig`: the panels never guess
 an architecture from the file it came from. :func:`position_switch` says what the "positional
 encoding" check box of the text and positional panels does for this model (a learned table
 added to the input, RoPE's rotation inside attention, or nothing at all), and
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.config import GPTConfig
+from model.core.config import GPTConfig
 
 # What the two RoPE pair layouts rotate together, and who uses each.
 PAIR_LAYOUTS = {

@@ -2,7 +2,7 @@
 what it means, from the numbers of one trace (no Qt here).
 
 The mean is taken over queries 1..T-1 (query 0 can only see itself), as
-``model.explain.first_token_mean`` and ``model.over_training`` take it. Softmax weights of a row
+``model.explain.first_token_mean`` and ``model.training.over_training`` take it. Softmax weights of a row
 sum to 1, so a head with nothing relevant to look at must still put its weight somewhere; trained
 models often park it on the first token, which every query sees (Xiao et al. 2023, "Efficient
 Streaming Language Models with Attention Sinks"). Whether it matters is a question of the values:
@@ -61,7 +61,7 @@ def sink_facts(trace: Trace, layer: int, head: int, scores: np.ndarray | None = 
     """The first-token facts of one head; None when T < 2 or the weights are not all numbers.
 
     ``scores``: the head's (T, T) attn_scores when the caller has them already (else they are
-    computed for this head alone, :meth:`model.records.LayerTrace.head_attn_scores`).
+    computed for this head alone, :meth:`model.tracing.records.LayerTrace.head_attn_scores`).
     """
     if trace.n_tokens < 2:
         return None

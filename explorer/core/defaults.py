@@ -8,7 +8,7 @@ import torch
 
 from model import GPT, Checkpoint, GPTConfig
 from model.checkpoint import load_any
-from model.tokenizer import train_word_tokenizer
+from model.tokens.tokenizer import train_word_tokenizer
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEFAULT_CHECKPOINT = ASSETS / "tinystories-1L1H.safetensors"

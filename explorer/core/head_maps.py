@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.records import LayerTrace, Trace, scores_from
+from model.tracing.records import LayerTrace, Trace, scores_from
 
 POOL_BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 

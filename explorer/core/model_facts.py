@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from model.plain import short_repr
+from model.core.plain import short_repr
 
 Rows = list[tuple[str, str]]
 Section = tuple[str, Rows]

@@ -17,7 +17,7 @@ from explorer.core.nexttoken import append_token
 from explorer.core.token_text import append_id
 from explorer.core.views import token_label
 from model.generate import Sampling, Step
-from model.token_names import WORD
+from model.tokens.names import WORD
 
 MAX_BRANCHES = 12  # a small list: the oldest fork is forgotten after this many
 DECODE_CONTEXT = 16  # the prompt's last ids decoded with the generated ones (branch_text)

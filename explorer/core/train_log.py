@@ -1,4 +1,4 @@
-"""Following a training run through its ``--log-file`` (JSON lines, see :mod:`model.train_progress`),
+"""Following a training run through its ``--log-file`` (JSON lines, see :mod:`model.training.progress`),
 Qt-free: the Train dialog feeds it what the file grew by and draws what it holds."""
 
 from __future__ import annotations

@@ -13,11 +13,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model import data
-from model.config import GPTConfig
-from model.snapshots import CHECKPOINT_SUFFIXES
-from model.tokenizer import EOT
-from model.train_args import TrainError, build_parser, check_args
+from model.training import data
+from model.core.config import GPTConfig
+from model.training.snapshots import CHECKPOINT_SUFFIXES
+from model.tokens.tokenizer import EOT
+from model.training.args import build_parser, check_args
+from model.training.errors import TrainError
 
 VAL_SHARE = 0.1  # of the stories, held out when no validation file is chosen
 
@@ -102,8 +103,8 @@ def _argv(choice: TrainChoice, corpus: list[str], val: str, log_file) -> list[st
 def check(choice: TrainChoice) -> str:
     """Why the choice cannot start, in the command's words, or "" when it can.
 
-    Runs the command's parser and :func:`model.train_args.check_args` (options, shape, paths)
-    and :func:`model.data.check_text_file` on every text (missing, unreadable, empty). A text
+    Runs the command's parser and :func:`model.training.args.check_args` (options, shape, paths)
+    and :func:`model.training.data.check_text_file` on every text (missing, unreadable, empty). A text
     too short for one block is found only once the run has read and tokenized it.
     """
     if not choice.corpus:
@@ -141,7 +142,7 @@ def split_for_validation(corpus: list[str], train_path: Path, val_path: Path, sh
 
     Raises
     ------
-    model.data.CorpusError
+    model.training.data.CorpusError
         A text cannot be read, or there are fewer than two stories.
     OSError
         The files cannot be written.

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from model.over_training import TrainingCurves
+from model.training.over_training import TrainingCurves
 
 #: The statistics of one head that the panel draws, with their names in TrainingCurves.
 HEAD_STATS = {"entropy": "attn_entropy", "first": "attn_first", "prev": "attn_prev", "self": "attn_self"}

@@ -27,8 +27,8 @@ from model.explain import (
     what_if,
 )
 from model.explain.loo import forward_macs, leave_one_out_macs
-from model.interventions import Interventions
-from model.records import Trace
+from model.core.interventions import Interventions
+from model.tracing.records import Trace
 
 Name = Callable[[int], str]  # token id -> its display text
 

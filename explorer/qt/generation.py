@@ -19,7 +19,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from explorer.core.story import Generated, Story, branch_text
-from explorer.qt.jobs import JobResult
+from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.session import Session
 from model.generate import Sampling, next_token
 

@@ -11,15 +11,15 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QW
 
 from explorer.core.defaults import ASSETS, open_default, random_checkpoint
 from explorer.qt import dialogs, theme
-from explorer.qt.exporting import ExportMenu
-from explorer.qt.hub_opening import ask_repo
-from explorer.qt.interventions_status import InterventionsStatus
-from explorer.qt.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
-from explorer.qt.panel_scroll import panel_scroll
+from explorer.qt.files.export import ExportMenu
+from explorer.qt.files.hub import ask_repo
+from explorer.qt.widgets.interventions_status import InterventionsStatus
+from explorer.qt.files.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
+from explorer.qt.widgets.panel_scroll import panel_scroll
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
-from explorer.qt.stored import read_bytes, read_folder, read_str_list
-from explorer.qt.train_dialog import open_train_dialog
+from explorer.qt.settings import read_bytes, read_folder, read_str_list
+from explorer.qt.train.dialog import open_train_dialog
 from model import Checkpoint
 from model.checkpoint import CheckpointError
 from model.formats.hub import is_hub_spec
@@ -172,7 +172,7 @@ class MainWindow(QMainWindow):
         """Load a checkpoint file or folder of any known format and make it current.
 
         Questions the file cannot answer (heads per block, the vocabulary) are asked and
-        remembered per file (see :mod:`explorer.qt.opening`). On failure an error dialog shows the
+        remembered per file (see :mod:`explorer.qt.files.opening`). On failure an error dialog shows the
         loader's message; on failure or cancel the current model stays.
 
         Parameters

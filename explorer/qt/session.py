@@ -28,10 +28,10 @@ from PySide6.QtCore import QObject, QThread, Signal
 
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.trace_chain import TraceChain
-from explorer.qt.jobs import JobFn, JobResult, Requests, Worker, timed
+from explorer.qt.scheduling.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
 from model.explain.loo import Interrupted
-from model.interventions import Interventions, WithInterventions
+from model.core.interventions import Interventions, WithInterventions
 
 EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
 ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
@@ -175,7 +175,7 @@ class Session(QObject):
     positional_encoding = property(lambda self: self._pe, doc="Whether x_i = e_i + p_i (True) or e_i.")
     causal = property(lambda self: self._causal, doc="Whether the causal mask is applied.")
     interventions = property(lambda self: self._interventions,
-                             doc="model.interventions.Interventions every trace and job runs with (heads "
+                             doc="model.core.interventions.Interventions every trace and job runs with (heads "
                                  "switched off); Interventions() for the plain model.")
     busy = property(lambda self: self.worker.busy,
                     doc="True while the worker thread runs a trace or a job (until its result is handed over).")
@@ -431,7 +431,7 @@ class Session(QObject):
         fn : callable (checkpoint, inputs) -> value
             Runs on the worker thread: it may use the checkpoint's model and tokenizer and plain
             data, never a widget. While :attr:`interventions` change the model, the checkpoint's
-            model is a :class:`~model.interventions.WithInterventions`: its traces and forward
+            model is a :class:`~model.core.interventions.WithInterventions`: its traces and forward
             passes run with them unless the job passes its own.
         inputs : Any
             Plain data from the GUI thread (ids, selection, a trace: immutable things).
@@ -477,7 +477,7 @@ class Session(QObject):
     def job_superseded(self) -> bool:
         """For a long job's ``should_stop``: True when it runs on the worker thread and newer work
         waits behind it (the trace of a newer text, or a newer request of the same requester:
-        :attr:`~explorer.qt.jobs.Worker.superseded`); always False on the GUI thread. A job that
+        :attr:`~explorer.qt.scheduling.jobs.Worker.superseded`); always False on the GUI thread. A job that
         stops raises :class:`~model.explain.loo.Interrupted`, and its result is dropped quietly."""
         return QThread.currentThread() is not self.thread() and self.worker.superseded
 

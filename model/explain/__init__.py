@@ -1,8 +1,8 @@
 """Why this prediction? Logit lens, direct logit attribution, leave-one-out, score terms, what-ifs.
 
-Qt-free arithmetic on a :class:`model.records.Trace` and the model that made it. The one call
+Qt-free arithmetic on a :class:`model.tracing.records.Trace` and the model that made it. The one call
 for a panel is :func:`explain`; :func:`what_if` and :func:`standard_what_ifs` re-run the model
-with the attention formula changed; :mod:`model.interventions` holds the changes the forward
+with the attention formula changed; :mod:`model.core.interventions` holds the changes the forward
 pass understands (ablated heads, hidden keys, τ, scale on/off).
 """
 

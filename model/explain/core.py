@@ -17,7 +17,7 @@ from model.explain.dla import DirectLogitAttribution, direct_logit_attribution
 from model.explain.lens import LensStage, logit_lens
 from model.explain.loo import leave_one_out as _leave_one_out
 from model.explain.scores import ScoreTerms, first_token_attention, first_token_mean, score_terms, score_terms_note
-from model.records import Trace
+from model.tracing.records import Trace
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.records import Trace
+from model.tracing.records import Trace
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model.records import Trace
+from model.tracing.records import Trace
 
 
 @dataclass(frozen=True)

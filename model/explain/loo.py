@@ -10,7 +10,7 @@ unmasked model), in batches whose attention maps and activations stay within
 :data:`BATCH_BYTES`. With the causal mask, hiding key j changes nothing at positions 0..j (they
 cannot see a later key, and j still sees itself), so a batch runs only the positions after its
 smallest j, against the trace's own keys and values of the positions before (a key/value cache,
-as :mod:`model.reuse` keeps one).
+as :mod:`model.tracing.reuse` keeps one).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
-from model.interventions import Interventions
-from model.records import Trace
+from model.core.interventions import Interventions
+from model.tracing.records import Trace
 
 #: The most that one batch of re-runs may hold at once (attention maps, masks, activations), in
 #: bytes. One copy is always run, even when it alone holds more (GPT-2 small's 144 attention maps
@@ -85,7 +85,7 @@ def leave_one_out_macs(config, n_hidden: int, n_sources: int) -> float:
 class _Prefix:
     """One block's keys and values of positions 0..start-1 from the trace (1, n_kv_heads, start,
     d_head): :meth:`update` puts a batch's new positions after them (the interface of
-    :class:`model.rowstore.KVSlot`, for a batch of any size)."""
+    :class:`model.tracing.rowstore.KVSlot`, for a batch of any size)."""
 
     def __init__(self, k: torch.Tensor, v: torch.Tensor) -> None:
         self.start = k.shape[2]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.records import Trace
+from model.tracing.records import Trace
 
 TERMS = ("token_token", "token_pos", "pos_token", "pos_pos", "rest")
 

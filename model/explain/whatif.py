@@ -1,6 +1,6 @@
 """What-if knobs of the attention formula: the 1/√d_head scale, a temperature τ, the causal mask.
 
-Each knob re-runs the model with the change (through :class:`model.interventions.Interventions`
+Each knob re-runs the model with the change (through :class:`model.core.interventions.Interventions`
 or ``trace(causal=...)``) and reports what happened to the attention weights (each row's
 entropy, in bits) and to the prediction.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.interventions import Interventions
-from model.records import Trace
+from model.core.interventions import Interventions
+from model.tracing.records import Trace
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 - :mod:`model.formats.base`: what every format shares (``Checkpoint``, the errors, the sniffed
   ``Source``, building and validating a model from tensors);
 - :mod:`model.formats.native`: our own ``.safetensors``;
-- foreign formats, translated to our config and state-dict names: :mod:`~model.formats.nanogpt`,
-  :mod:`~model.formats.raschka` (LLMs-from-scratch); with :mod:`~model.formats.common` (what they
-  share), :mod:`~model.formats.vocab` (their vocabularies) and :mod:`~model.formats.safe_pickle`
+- foreign formats, translated to our config and state-dict names: :mod:`~model.formats.pickled.nanogpt`,
+  :mod:`~model.formats.pickled.raschka` (LLMs-from-scratch); with :mod:`~model.formats.common` (what they
+  share), :mod:`~model.formats.vocab` (their vocabularies) and :mod:`~model.formats.pickled.safe_pickle`
   (reading pickles without running them).
 
 Torch files are read with ``torch.load(map_location="cpu", weights_only=True)`` only; vocabulary

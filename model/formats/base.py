@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from model.config import GPTConfig
+from model.core.config import GPTConfig
 from model.formats.errors import CheckpointError, NeedsInput, NotThisFormat
-from model.formats.safe_pickle import torch_load
-from model.plain import clip, load_json, readable, shown_name
-from model.tokenizer import Tokenizer
-from model.transformer import GPT
+from model.formats.pickled.safe_pickle import torch_load
+from model.core.plain import clip, load_json, readable, shown_name
+from model.tokens.tokenizer import Tokenizer
+from model.core.transformer import GPT
 
 __all__ = ["Checkpoint", "CheckpointError", "NeedsInput", "NotThisFormat", "OpenOptions", "Source",
            "atomic_write", "build_model", "check_tensor", "fail", "is_file", "is_utf8", "validate_state_dict"]
@@ -213,7 +213,7 @@ class Source:
         ------
         CheckpointError
             For other containers, a pickle that would run code or holds a whole model, or a file
-            torch cannot read (see :func:`model.formats.safe_pickle.torch_load`).
+            torch cannot read (see :func:`model.formats.pickled.safe_pickle.torch_load`).
         """
         if self.container not in ("torch-zip", "pickle"):
             raise fail(self.path, "not a torch file")

@@ -10,15 +10,15 @@ from typing import Any, Callable
 
 import torch
 
-from model.config import GPTConfig
+from model.core.config import GPTConfig
 from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, build_model, check_tensor,
 )
 from model.formats.vocab import (
     GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, gpt2_missing_hint, tokenizer_from_path, vocab_padding,
 )
-from model.plain import clip, short_repr
-from model.tokenizer import Tokenizer
+from model.core.plain import clip, short_repr
+from model.tokens.tokenizer import Tokenizer
 
 PREFIXES = ("_orig_mod.", "module.")  # what torch.compile and DDP put before state-dict keys
 MAX_BLOCK_INDEX_DIGITS = 6  # block numbers in state-dict keys (a million blocks is no model)
@@ -36,7 +36,7 @@ class Converted:
     ----------
     source_format : str                 e.g. ``"nanogpt"``.
     config : GPTConfig
-    tensors : dict of str -> Tensor     our state-dict names (see model/transformer.py).
+    tensors : dict of str -> Tensor     our state-dict names (see model/core/transformer.py).
     training : dict                     JSON-ready facts (steps, val_loss, dataset, ...).
     find_tokenizer : callable           () -> (Tokenizer or None, places searched).
     """

@@ -15,13 +15,13 @@ from typing import Any
 
 import torch
 
-from model.config import GPTConfig
-from model.plain import clip, load_json, short_repr
+from model.core.config import GPTConfig
+from model.core.plain import clip, load_json, short_repr
 from model.formats.base import (
     Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, atomic_write, build_model, fail, is_utf8,
 )
-from model.tokenizer import Tokenizer
-from model.transformer import GPT
+from model.tokens.tokenizer import Tokenizer
+from model.core.transformer import GPT
 
 FORMAT_NAME = "transformer-explorer"
 FORMAT_VERSION = "2"  # 2: the config names the architecture (positional, norm, mlp, ...)

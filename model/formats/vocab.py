@@ -10,9 +10,9 @@
   ``TIKTOKEN_CACHE_DIR`` when it is set (where tiktoken caches them), else the copy shipped in
   ``assets/gpt2-bpe/``; nothing is ever downloaded.
 - A ``tokenizer.json``.
-- llama2.c's ``tokenizer.bin`` (:mod:`model.formats.llama2c_vocab`).
+- llama2.c's ``tokenizer.bin`` (:mod:`model.formats.llama2c.vocab`).
 
-Every one is wrapped in :class:`model.tokenizer.Tokenizer`, so ``encode`` reports character spans
+Every one is wrapped in :class:`model.tokens.tokenizer.Tokenizer`, so ``encode`` reports character spans
 and the tokenizer is saved inside our checkpoints as its tokenizer.json.
 """
 
@@ -30,9 +30,9 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import BPE, WordLevel
 
 from model.formats.errors import CheckpointError
-from model.formats.llama2c_vocab import is_tokenizer_bin, llama2c_tokenizer
-from model.plain import clip, read_bounded, read_json_file, short_repr, shown_name
-from model.tokenizer import WORD_PATTERN, Tokenizer, word_tokenizer_from_vocab
+from model.formats.llama2c.vocab import is_tokenizer_bin, llama2c_tokenizer
+from model.core.plain import clip, read_bounded, read_json_file, short_repr, shown_name
+from model.tokens.tokenizer import WORD_PATTERN, Tokenizer, word_tokenizer_from_vocab
 
 GPT2_VOCAB_SIZE = 50257
 GPT2_PADDED_ROWS = 50304  # nanoGPT rounds GPT-2's vocabulary up to a multiple of 64
@@ -209,7 +209,7 @@ def bpe_from_files(vocab_file: Path, merges_file: Path, max_bytes: int = JSON_MA
 
 
 def wrap_tokenizer(path: Path, hf: HFTokenizer) -> Tokenizer:
-    """``Tokenizer(hf)``, its refusal (see :class:`model.tokenizer.Tokenizer`) naming the file.
+    """``Tokenizer(hf)``, its refusal (see :class:`model.tokens.tokenizer.Tokenizer`) naming the file.
 
     Raises
     ------
@@ -224,7 +224,7 @@ def wrap_tokenizer(path: Path, hf: HFTokenizer) -> Tokenizer:
 
 def read_json(path: Path) -> Any:
     """A JSON file's value, or None when it is not small, shallow, readable JSON (see
-    :func:`model.plain.read_json_file`)."""
+    :func:`model.core.plain.read_json_file`)."""
     try:
         return read_json_file(path, JSON_MAX_BYTES)
     except ValueError:
@@ -282,7 +282,7 @@ def tokenizer_from_path(path: Path) -> Tokenizer:
         When the path is none of: a folder with GPT-2's files, a meta.pkl, a word-vocabulary
         JSON, a tokenizer.json, a llama2.c tokenizer.bin.
     """
-    from model.formats.safe_pickle import load_restricted
+    from model.formats.pickled.safe_pickle import load_restricted
 
     path = Path(path)
     if path.is_dir():

@@ -7,16 +7,16 @@ import its class and append one entry to :data:`PANELS`.
 
 from explorer.qt.panels.attention import AttentionPanel
 from explorer.qt.panels.embeddings import EmbeddingsPanel
-from explorer.qt.panels.formula import FormulaPanel
+from explorer.qt.panels.lessons.formula import FormulaPanel
 from explorer.qt.panels.generate import GeneratePanel
 from explorer.qt.panels.model_info import ModelInfoPanel
 from explorer.qt.panels.next_token import NextTokenPanel
-from explorer.qt.panels.positional import PositionalPanel
+from explorer.qt.panels.lessons.positional.panel import PositionalPanel
 from explorer.qt.panels.qkv import QKVPanel
 from explorer.qt.panels.tokens import TokensPanel
-from explorer.qt.panels.training import TrainingPanel
-from explorer.qt.panels.variants import VariantsPanel
-from explorer.qt.panels.why import WhyPanel
+from explorer.qt.panels.training.panel import TrainingPanel
+from explorer.qt.panels.lessons.variants.panel import VariantsPanel
+from explorer.qt.panels.why.panel import WhyPanel
 
 PANELS = [
     ("tokens", "Text and tokens", TokensPanel),

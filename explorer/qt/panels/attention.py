@@ -16,11 +16,11 @@ from explorer.core.head_maps import HeadScores, Mosaic, MosaicRequest, mosaic_im
 from explorer.core.views import axis_labels, head_names, token_label
 from explorer.core.why import toggled_head
 from explorer.qt import theme
-from explorer.qt.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
-from explorer.qt.jobs import JobResult
-from explorer.qt.panels.lazy import RefreshWhenShown
-from explorer.qt.pin_note import PinNote
-from explorer.qt.plot_items import LabelAxis, MatrixImage
+from explorer.qt.plots.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
+from explorer.qt.scheduling.jobs import JobResult
+from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.widgets.pin_note import PinNote
+from explorer.qt.plots.plot_items import LabelAxis, MatrixImage
 from explorer.qt.session import Session
 
 WEIGHT_LEVELS = (0.0, 1.0)

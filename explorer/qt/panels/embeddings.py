@@ -13,12 +13,12 @@ import math
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from explorer.core import rope
+from explorer.core.lessons import rope
 from explorer.core.architecture import embedding_titles
 from explorer.core.views import axis_labels, embedding_levels, embedding_views, token_label
 from explorer.qt import theme
-from explorer.qt.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
-from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.plots.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
+from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
 
 TITLES = {"e": "e_i token embedding", "p": "p_i position", "x": "x_i = e_i + p_i"}

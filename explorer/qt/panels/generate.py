@@ -28,10 +28,10 @@ from PySide6.QtWidgets import (
 )
 
 from explorer.core.views import token_label
-from explorer.qt.flow_layout import FlowLayout
+from explorer.qt.widgets.flow_layout import FlowLayout
 from explorer.qt.generation import Generator
 from explorer.qt.session import Session
-from explorer.qt.stored import read_float, read_int
+from explorer.qt.settings import read_float, read_int
 from model.generate import Sampling
 
 DEFAULT_N = 20

@@ -9,10 +9,10 @@ from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 from explorer.core.architecture import describe_architecture
 from explorer.core.model_facts import describe_training, fmt_value
 from explorer.qt import theme
-from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
 from model import Tokenizer
-from model.token_names import KIND_DESCRIPTIONS
+from model.tokens.names import KIND_DESCRIPTIONS
 
 
 def _row(key: str, value, fields: str = "") -> str:

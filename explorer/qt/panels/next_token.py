@@ -28,13 +28,13 @@ from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
 from explorer.core.token_text import append_id
 from explorer.core.views import token_label
 from explorer.qt import theme
-from explorer.qt.explain_target import ExplainTarget
-from explorer.qt.heatmap import settle_view, widen_axis
-from explorer.qt.panels.lazy import RefreshWhenShown
-from explorer.qt.plot_items import LabelAxis, plain_numbers, scroll_by_wheel
+from explorer.qt.widgets.explain_target import ExplainTarget
+from explorer.qt.plots.heatmap import settle_view, widen_axis
+from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.plots.plot_items import LabelAxis, plain_numbers, scroll_by_wheel
 from explorer.qt.session import Session
-from explorer.qt.stored import read_float, read_int
-from model.token_names import WORD
+from explorer.qt.settings import read_float, read_int
+from model.tokens.names import WORD
 
 MAX_K = 1_000_000  # k is clamped to the vocabulary; this only bounds a stored setting
 DEFAULT_K = 10

@@ -10,8 +10,8 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from explorer.core.architecture import qkv_caption
 from explorer.core.views import axis_labels, head_weight_views, qkv_views, symmetric_levels
-from explorer.qt.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
-from explorer.qt.panels.lazy import RefreshWhenShown
+from explorer.qt.plots.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
+from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
 
 NAMES = ("q", "k", "v")

@@ -22,12 +22,12 @@ from explorer.core.architecture import position_switch
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt import theme
-from explorer.qt.flow_layout import FlowLayout
+from explorer.qt.widgets.flow_layout import FlowLayout
 from explorer.qt.generation import Generator
-from explorer.qt.panels.lazy import Pacer
-from explorer.qt.pin_note import PinNote
+from explorer.qt.scheduling.pacing import Pacer
+from explorer.qt.widgets.pin_note import PinNote
 from explorer.qt.session import Session
-from explorer.qt.token_chip import ChipLabel
+from explorer.qt.widgets.token_chip import ChipLabel
 from model import Encoding
 
 MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised

@@ -7,7 +7,7 @@ from typing import Any
 
 
 from model.formats.base import CheckpointError
-from model.plain import finite_number, short_repr
+from model.core.plain import finite_number, short_repr
 
 _MISSING = object()
 

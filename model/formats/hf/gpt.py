@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from model.config import GPTConfig
+from model.core.config import GPTConfig
 from model.formats.base import CheckpointError
 from model.formats.common import Keys, make_config
 from model.formats.hf.fields import HFConfig, base_prefix, gelu_variant, take_unembed
-from model.plain import short_repr
+from model.core.plain import short_repr
 
 GPT2_BUFFERS = (".attn.bias", ".attn.masked_bias")
 GPT_NEO_BUFFERS = (".attn.attention.bias", ".attn.attention.masked_bias")

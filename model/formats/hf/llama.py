@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from model.config import MAX_CONTEXT_LENGTH, GPTConfig
+from model.core.config import MAX_CONTEXT_LENGTH, GPTConfig
 from model.formats.common import Keys, make_config
 from model.formats.hf.fields import HFConfig, base_prefix, take_unembed
-from model.plain import finite_number, short_repr
+from model.core.plain import finite_number, short_repr
 
 LLAMA_BUFFERS = (".self_attn.rotary_emb.inv_freq",)
 ROPE_DEFAULT = 10000.0

@@ -19,7 +19,7 @@ from model.formats.hf import gpt, llama
 from model.formats.hf.fields import HFConfig, drop_buffers
 from model.formats.hf.tokenizer import folder_tokenizer
 from model.formats.hf.weights import WEIGHT_FILES, is_weight_file, read_weights
-from model.plain import clip, read_json_file, short_repr
+from model.core.plain import clip, read_json_file, short_repr
 
 CONFIG_MAX_BYTES = 4 * 1024 * 1024
 

@@ -20,8 +20,8 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from model.formats.base import CheckpointError
 from model.formats.vocab import bpe_from_files, read_json
-from model.plain import clip, read_bounded, short_repr
-from model.tokenizer import Tokenizer
+from model.core.plain import clip, read_bounded, short_repr
+from model.tokens.tokenizer import Tokenizer
 
 SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
 TOKENIZER_MAX_BYTES = 128 * 1024 * 1024  # the largest hub tokenizer.json files are a few tens of MB

@@ -2,7 +2,7 @@
 
 ``model.safetensors``, or ``model.safetensors.index.json`` whose ``weight_map`` names the shard
 of every tensor; else ``pytorch_model.bin`` (or its ``.index.json``), read with
-``torch.load(weights_only=True)`` only (:func:`model.formats.safe_pickle.torch_load`). Shards
+``torch.load(weights_only=True)`` only (:func:`model.formats.pickled.safe_pickle.torch_load`). Shards
 must be plain file names inside the folder.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from model.formats.base import CheckpointError, Source, is_file
-from model.plain import clip, read_json_file, short_repr
+from model.core.plain import clip, read_json_file, short_repr
 
 #: The weight files of a model folder, in the order they are looked for.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",

@@ -1,0 +1,319 @@
+"""Formula panel: scaled dot-product attention for one query token, with the live numbers.
+
+Follows the session's layer, head and query position; the numbers come from
+:func:`explorer.core.lessons.formula.attention_steps`, recomputed from q, k and v (not copied from the
+trace's weights), and the last line compares the result with the model's own head output. The
+written formula is the loaded model's own (:mod:`explorer.core.lessons.formula_text`): its norm, the
+rotation of q and k for RoPE, the key/value head a query head shares, its scaling and its window.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, QTimer
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from explorer.core.lessons.formula import FormulaSteps, LayerFacts, attention_steps, layer_facts
+from explorer.core.lessons.formula_text import formula_lines, hidden_keys, window_text
+from explorer.core.views import symmetric_levels, token_label
+from explorer.qt.plots.heatmap import DIVERGING, Heatmap, dimension_title
+from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.session import Session
+
+SCALARS = ["j", "key", "q_i·k_j", "s_ij", "exp(s_ij−max)", "a_ij"]
+SCALAR_TIPS = ["key position j", "key token at position j", "dot product of the query and the key",
+               "scaled score s_ij = q_i·k_j / √d_head (nats, before softmax)",
+               "exp(s_ij − max_j s_ij): the softmax numerator, shifted so the largest is 1",
+               "attention weight a_ij = exp(s_ij − max) / Σ_j exp(s_ij − max), in [0, 1]"]
+OFFSET = "i − j"
+OFFSET_TIP = "the offset of the key from the query: with RoPE, q_i·k_j depends on it alone"
+UNSCALED_TIP = "score s_ij = q_i·k_j (this model does not divide by √d_head; nats, before softmax)"
+VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
+SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
+AGREE_TOL = 1e-5
+ROW_PX = 16  # height of one key's row in the k_j, v_j and a_ij v_j strips: room for every row's label
+STRIP_CHROME_PX = 160  # a strip's title, dimension axis and its title, colour bar with its title, readout line
+MIN_STRIP_ROWS = 4
+Q_MAP_PX = 95  # the query strip of one row (two with RoPE: before and after the rotation)
+NOT_SEEN = QColor("#8a8a8a")
+
+
+def _vec(v: np.ndarray) -> str:
+    return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
+
+
+class _Body(QWidget):
+    """The scrolled part of the panel: as tall as its least height (ROW_PX per key row in the
+    strips), not the taller height its plots would like, which tripled the scrolling."""
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt naming)
+        return QSize(super().sizeHint().width(), self.minimumSizeHint().height())
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (a scroll area asks this: wrapped labels)
+        return max(self.minimumSizeHint().height(), self.layout().minimumHeightForWidth(width))
+
+
+class FormulaPanel(RefreshWhenShown, QWidget):
+    """The course's steps for query token i: q_i, each k_j, q_i·k_j, ÷√d_head, softmax, a_ij v_j, out_i."""
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.steps: FormulaSteps | None = None
+        self._facts: dict[int, LayerFacts] = {}  # per layer, for the current model
+        self._facts_model = None
+        self._hidden_rows = 0  # rows at the top of the table for keys the window hides
+        self._stale = True
+        self.position_box = QSpinBox()
+        self.position_box.setToolTip("the query position i (also: click a chip or a row of the attention map)")
+        self.position_box.valueChanged.connect(session.set_position)
+        self.header = QLabel()
+        self.formula = QLabel()
+        self.formula.setWordWrap(True)
+        self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.totals = QLabel()
+        self.totals.setWordWrap(True)
+        self.agreement = QLabel()
+        self.agreement.setWordWrap(True)
+        self.table = QTableWidget(0, len(SCALARS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(20)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
+        self.table.setHorizontalHeaderLabels(SCALARS)
+        d_head = dimension_title("d_head")
+        self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False, row_title="query i", col_title=d_head)
+        self.k_map = Heatmap("k_j (keys)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of q and k")
+        self.v_map = Heatmap("v_j (values)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of v")
+        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING, row_title="key j", col_title=d_head,
+                              bar_title="value of a_ij v_j and out_i")
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False, row_title="out_i", col_title=d_head)
+        for hm in (self.k_map, self.v_map, self.av_map):
+            hm.sig_row_clicked.connect(self._on_key_clicked)
+        self.q_map.setToolTip("the query vector q_i, on the same colour scale as the keys k_j below")
+        self.av_map.setToolTip("each value v_j scaled by its attention weight a_ij; their column sums are out_i")
+        self.out_map.setToolTip("out_i computed here from q, k and v, and the model's own head output")
+        self._build_layout()
+        self._set_strip_rows(0)
+        self.follow(session)
+        self.refresh()
+
+    def _build_layout(self) -> None:
+        """The query on top, fixed; below it, scrolled: the formula, then the table (left) beside
+        the strips (right). The strips keep ROW_PX per key row, so a short dock or window scrolls
+        instead of squashing them to a few pixels."""
+        top = QHBoxLayout()
+        top.addWidget(QLabel("query i"))
+        top.addWidget(self.position_box)
+        top.addWidget(self.header, 1)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.table)
+        lv.addWidget(self.totals)
+        lv.addWidget(self.agreement)
+        lv.addStretch(1)
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
+            rv.addWidget(hm, 0 if hm in (self.q_map, self.out_map) else 1)
+        self.q_map.setFixedHeight(Q_MAP_PX)
+        self.out_map.setFixedHeight(115)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
+        split.setChildrenCollapsible(False)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(0, 0)  # the table keeps its contents' width, the strips take the rest
+        split.setStretchFactor(1, 1)
+        self._split_moved_by_user = False
+        split.splitterMoved.connect(self._on_split_moved)
+        split.installEventFilter(self)
+        body = _Body()
+        bv = QVBoxLayout(body)
+        bv.setContentsMargins(0, 0, 0, 0)
+        bv.addWidget(self.formula)
+        bv.addWidget(split, 1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(body)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(top)
+        layout.addWidget(self.scroll, 1)
+
+    def _fit_table_width(self) -> None:
+        """Give the table's side of the splitter the width of every column (at most 60 % of the width),
+        unless the user has moved the splitter; the strips take the rest."""
+        t, hh = self.table, self.table.horizontalHeader()
+        needed = sum(max(t.sizeHintForColumn(c), hh.sectionSizeHint(c)) for c in range(t.columnCount()))
+        needed += 2 * t.frameWidth() + t.verticalScrollBar().sizeHint().width() + 28
+        left, right = self.split.sizes()
+        total = left + right
+        want = min(needed, int(0.6 * total))
+        if total > 0 and (left < want or (left > want + 8 and not self._split_moved_by_user)):
+            self.split.setSizes([want, total - want])
+
+    def _on_split_moved(self, *_) -> None:
+        self._split_moved_by_user = True
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt naming)
+        if watched is self.split and event.type() == QEvent.Type.Resize:
+            QTimer.singleShot(0, self._fit_table_width)  # after the splitter has laid out its sizes
+        return super().eventFilter(watched, event)
+
+    def _on_key_clicked(self, row: int) -> None:
+        self.table.selectRow(row + self._hidden_rows)
+
+    def facts(self, layer: int) -> LayerFacts | None:
+        """The loaded model's facts for ``layer`` (norm, window, RoPE angles), read once per model."""
+        model = self.session.model
+        if model is None:
+            return None
+        if model is not self._facts_model:
+            self._facts, self._facts_model = {}, model
+        if layer not in self._facts:
+            angles = next((f.rope_angles for f in self._facts.values()), None)  # the same in every layer
+            self._facts[layer] = layer_facts(model, layer, angles)
+        return self._facts[layer]
+
+    def refresh(self) -> None:
+        """Recompute the steps for the session's layer, head and selected position, and redraw."""
+        self._stale = False
+        s = self.session
+        i = s.selected_position()
+        with QSignalBlocker(self.position_box):
+            self.position_box.setRange(0, max((s.trace.n_tokens if s.trace is not None else 1) - 1, 0))
+            self.position_box.setValue(i or 0)
+        if i is None:
+            self.steps = None
+            self._clear()
+            return
+        facts = self.facts(s.layer)
+        self.steps = attention_steps(s.trace, s.layer, s.head, i, facts)
+        self._draw(self.steps, s.tokens, facts)
+
+    def _set_strip_rows(self, rows: int) -> None:
+        """Keep ROW_PX per key row (at least 4 rows' worth) in the k_j, v_j and a_ij v_j strips."""
+        for hm in (self.k_map, self.v_map, self.av_map):
+            hm.setMinimumHeight(STRIP_CHROME_PX + ROW_PX * max(rows, MIN_STRIP_ROWS))
+
+    def _clear(self) -> None:
+        self.header.setText("no tokens yet: type some text")
+        for w in (self.formula, self.totals, self.agreement):
+            w.setText("")
+        self.table.setRowCount(0)
+        for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
+            hm.clear()
+
+    def _draw(self, st: FormulaSteps, tokens: list[str], facts: LayerFacts | None) -> None:
+        tok = token_label(tokens[st.position]) if st.position < len(tokens) else "?"
+        keys = window_text(st, len(tokens))
+        self.header.setText(f"layer {st.layer} · head {st.head} · query {st.position} {tok!r} · {keys}")
+        self.formula.setText("<br>".join(html.escape(line) for line in formula_lines(st, facts)))
+        self._fill_table(st, tokens)
+        self._fit_table_width()
+        self.totals.setText(
+            f"max_j s_ij = {st.max_score:.6f} · Σ_j exp(s_ij − max) = {st.norm:.6f} · "
+            f"Σ_j a_ij = {st.weights.sum():.6f}")
+        agree = "they agree" if st.max_abs_diff < AGREE_TOL else "they DISAGREE"
+        self.agreement.setText(
+            f"<b>out_i</b> computed here from q, k, v versus the model's head_out[{st.head}, {st.position}]: "
+            f"max |Δ| = {st.max_abs_diff:.1e}, {agree}." if np.isfinite(st.max_abs_diff) else
+            "<b>Some of these values are not numbers</b> (NaN or inf: the model overflowed, see the status "
+            "bar), so out_i cannot be compared with the model's head_out.")
+        iv = self.session.trace.interventions if self.session.trace is not None else None
+        if iv is not None and (st.layer, st.head) in iv.ablate:  # switched off in the Why panel or the grid
+            self.agreement.setText(f"<b>This head is switched off</b> ({iv.describe()}): the model zeroed its "
+                                   "head_out, so it adds nothing; out_i here is what it would add.")
+        keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
+        self._set_strip_rows(len(keys))
+        qk = symmetric_levels(st.q, st.k)
+        if st.rotation is not None:  # q before and after RoPE's rotation, on the keys' scale
+            r = st.rotation
+            qk = symmetric_levels(st.q, st.k, r.q_pre)
+            self.q_map.setFixedHeight(Q_MAP_PX + ROW_PX * 2)
+            self.q_map.plot.setTitle(f"q_i before and after RoPE's rotation R({st.position})")
+            self.q_map.set_data(np.stack([r.q_pre, st.q]), qk, ["before", f"R({st.position}) q"], None, blank=False)
+        else:
+            self.q_map.setFixedHeight(Q_MAP_PX)
+            self.q_map.plot.setTitle("q_i (query)")
+            self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None, blank=False)
+        self.k_map.plot.setTitle("k_j (keys, after RoPE's rotation R(j))" if st.rotation is not None
+                                 else "k_j (keys)" if len(st.kv_group) < 2 else f"k_j (keys of kv head {st.kv_head})")
+        self.k_map.set_data(st.k, qk, keys, None, blank=False)
+        self.v_map.set_data(st.v, symmetric_levels(st.v), keys, None, blank=False)
+        out_levels = symmetric_levels(st.weighted_v, st.out, st.trace_out)
+        self.av_map.set_data(st.weighted_v, out_levels, keys, None, blank=False)
+        self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, ["Σ_j a_ij v_j", "model's head_out"], None,
+                              blank=False)
+
+    def _headers(self, st: FormulaSteps) -> tuple[list[str], list[str]]:
+        """The table's columns and their tooltips: an i − j column for RoPE, the scaling the model uses."""
+        headers, tips = list(SCALARS), list(SCALAR_TIPS)
+        if not st.scaled_by_sqrt_d_head:
+            tips[3] = UNSCALED_TIP
+        if st.rope:
+            headers.insert(2, OFFSET)
+            tips.insert(2, OFFSET_TIP)
+        return headers + (VECTOR_COLUMNS if st.d_head <= SHOW_VECTORS_UP_TO else []), tips
+
+    def _fill_table(self, st: FormulaSteps, tokens: list[str]) -> None:
+        headers, tips = self._headers(st)
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        for c, tip in enumerate(tips):
+            self.table.horizontalHeaderItem(c).setToolTip(tip)
+        hidden = hidden_keys(st, len(tokens))
+        self._hidden_rows = len(hidden)
+        self.table.setRowCount(len(hidden) + len(st.keys))
+
+        def name(j: int) -> str:
+            return token_label(tokens[j]) if j < len(tokens) else "?"
+
+        def offset(j: int) -> list[str]:  # the i − j column, for RoPE
+            return [str(st.position - int(j))] if st.rope else []
+
+        for r, j in enumerate(hidden):
+            cells = [str(j), name(j)] + offset(j) + ["not seen", "—", "—", "0"]
+            tip = (f"key {j} is outside this layer's local window of {st.window or len(st.keys)} keys: "
+                   "query i does not see it (weight 0)")
+            self._set_row(r, cells + [""] * (len(headers) - len(cells)), tip, NOT_SEEN)
+        for r, j in enumerate(st.keys):
+            cells = [str(int(j)), name(j)] + offset(j) + [
+                f"{st.dots[r]:.6f}", f"{st.scores[r]:.6f}", f"{st.exps[r]:.6f}", f"{st.weights[r]:.6f}"]
+            if st.d_head <= SHOW_VECTORS_UP_TO:
+                cells += [_vec(st.k[r]), _vec(st.v[r]), _vec(st.weighted_v[r])]
+            tip = (f"k_{j} = {_vec(st.k[r])}\nv_{j} = {_vec(st.v[r])}\na_ij v_j = {_vec(st.weighted_v[r])}"
+                   if st.d_head <= 32 else "hover the strips on the right for the exact vector values")
+            self._set_row(len(hidden) + r, cells, tip, None)
+
+    def _set_row(self, r: int, cells: list[str], tip: str, colour: QColor | None) -> None:
+        for c, text in enumerate(cells):
+            item = self.table.item(r, c)
+            if item is None:
+                item = QTableWidgetItem()
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(r, c, item)
+            item.setText(text)
+            item.setToolTip(tip)
+            item.setForeground(colour if colour is not None else self.table.palette().text())

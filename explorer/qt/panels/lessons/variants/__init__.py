@@ -1,0 +1,2 @@
+"""The attention variants lesson (``panel``) and the book's pages (``book``).
+"""

@@ -1,0 +1,3 @@
+"""Small widgets that several panels share: token chips, the flow layout, the pin note, the
+scrolling panel, the interventions line and the explain-target menu.
+"""

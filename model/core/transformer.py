@@ -1,0 +1,511 @@
+"""The transformer: a small decoder-only GPT, read top to bottom.
+
+The default model is GPT-2 / nanoGPT's layout (pre-LayerNorm). For token ids t_0 .. t_{T-1}:
+
+    x_i = tok_emb[t_i] + pos_emb[i]                          (learned positional table)
+    per block:  h = LN1(x)
+                q_i = h_i W_Q,  k_i = h_i W_K,  v_i = h_i W_V    (per head, d_head wide)
+                attn_scores_ij = q_i . k_j / sqrt(d_head)        (j <= i; -inf above the diagonal)
+                attn_weights_ij = softmax_j(attn_scores_ij)
+                head_out_i = sum_j attn_weights_ij v_j
+                x = x + concat(heads) W_O
+                x = x + MLP(LN2(x)),  MLP(h) = GELU(h W_in + b_in) W_out + b_out
+    logits = LN_f(x) unembed                                  (unembed = tok_embᵀ when tied)
+
+Scaled dot-product attention is Vaswani et al. 2017, eq. 1. Attention is computed explicitly,
+so the attention weights a trace records are the ones that made the prediction.
+
+Other families change single components (see :class:`model.core.config.GPTConfig`): RoPE instead of
+the table (q_i and k_j rotated by their positions before the dot product), RMSNorm instead of
+LayerNorm, a SwiGLU MLP, fewer key/value heads than query heads, no 1/sqrt(d_head) (GPT-Neo) and
+local attention windows (GPT-Neo's local layers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sized
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.core.components import RoPE, make_norm
+from model.core.config import GPTConfig
+from model.tracing.records import Trace
+from model.tracing.reuse import origin, trace_reusing
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention with explicit scores and weights.
+
+    ``W_Q`` and ``W_O`` are ``nn.Linear`` between d_model and n_heads · d_head, ``W_K`` and ``W_V``
+    map d_model to n_kv_heads · d_head; head h uses rows ``h*d_head:(h+1)*d_head`` of W_Q (heads are
+    contiguous groups, as in nanoGPT) and key/value head :meth:`kv_head` (h).
+
+    Which keys a query may see (:meth:`allowed_keys`), the factor the dot products are multiplied
+    by (:attr:`scale`) and each head's weights (:meth:`head_weights`) are defined here once.
+    """
+
+    def __init__(self, config: GPTConfig, layer: int = 0, device=None) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.d_head = config.n_heads, config.n_kv_heads, config.d_head
+        d, dh = config.d_model, config.d_head
+        self.W_Q = nn.Linear(d, self.n_heads * dh, bias=config.qkv_bias, device=device)
+        self.W_K = nn.Linear(d, self.n_kv_heads * dh, bias=config.qkv_bias, device=device)
+        self.W_V = nn.Linear(d, self.n_kv_heads * dh, bias=config.qkv_bias, device=device)
+        self.W_O = nn.Linear(self.n_heads * dh, d, bias=config.o_bias, device=device)
+        #: What q_i·k_j is multiplied by: 1/sqrt(d_head), or 1 without scaling (GPT-Neo).
+        self.scale = 1.0 / math.sqrt(dh) if config.scale_scores else 1.0
+        #: 0 for global attention; w > 0: query i sees keys j with i - w < j (GPT-Neo's local layers).
+        self.window = config.attn_window(layer)
+        self.rope = RoPE(config, device) if config.positional == "rope" else None
+        self.layer = layer
+
+    def kv_head(self, head: int) -> int:
+        """The key/value head that query head ``head`` reads (grouped-query attention)."""
+        return head // (self.n_heads // self.n_kv_heads)
+
+    def allowed_keys(self, T: int, causal: bool = True, device=None, start: int = 0) -> torch.Tensor:
+        """The attention mask: bool (T - start, T), True where query i may attend to key j.
+
+        Rows are the queries at positions start .. T-1 (all T by default), columns the keys
+        0 .. T-1. With ``causal``: j <= i. With a window w: also i - j < w (without ``causal``,
+        |i - j| < w). Every query may always see itself.
+        """
+        pos = torch.arange(T, device=device)
+        offset = pos[start:, None] - pos[None, :]  # (T - start, T): i - j
+        allowed = offset >= 0 if causal else torch.ones(T - start, T, dtype=torch.bool, device=device)
+        if self.window:
+            allowed = allowed & (offset.abs() < self.window)
+        return allowed
+
+    def forward(
+        self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, cache=None
+    ) -> torch.Tensor:
+        """Attention output after W_O.
+
+        Parameters
+        ----------
+        h : Tensor (B, T, d_model)
+            LN1's output (of the positions cache.start .. cache.start + T - 1 with a cache).
+        causal : bool
+            True masks keys after the query (decoder); False lets every query see every key
+            (within the window).
+        rotate : bool
+            Apply RoPE (a model with RoPE only): False runs without position.
+        record : dict or None
+            When a dict, q, k, v (and q, k before rotation), attn_mask, attn_scores,
+            attn_weights and head_out are stored in it (k and v: this call's positions only).
+        intervene : Interventions or None
+            What-if changes (:mod:`model.core.interventions`): extra key masks, τ, scale on/off,
+            ablated heads. None is the plain model.
+        cache : model.tracing.rowstore.KVSlot, optional
+            The keys and values of the ``cache.start`` positions before these:
+            ``cache.update(k, v)`` stores this call's and returns every position's,
+            (B, n_kv_heads, start + T, d_head) each (a KVSlot for one sequence, B = 1;
+            leave-one-out's prefix for a batch of masked copies, :mod:`model.explain.loo`).
+
+        Returns
+        -------
+        Tensor (B, T, d_model)
+        """
+        B, T, _ = h.shape
+        start = 0 if cache is None else cache.start
+        q = self.W_Q(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, n_heads, T, d_head)
+        k = self.W_K(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
+        v = self.W_V(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
+        q_pre, k_pre = q, k
+        if self.rope is not None and rotate:
+            q, k = self.rope(q, start), self.rope(k, start)
+        k_new, v_new = k, v
+        if cache is not None:
+            k, v = cache.update(k, v)  # (1, n_kv_heads, start + T, d_head): every position so far
+        group = self.n_heads // self.n_kv_heads
+        k_h = k.repeat_interleave(group, dim=1) if group > 1 else k  # (B, n_heads, start + T, d_head)
+        v_h = v.repeat_interleave(group, dim=1) if group > 1 else v
+        attn_mask = self.allowed_keys(start + T, causal, h.device, start)  # (T, start + T), True = may attend
+        scale = self.scale if intervene is None else intervene.multiplier(self)
+        attn_scores = (q @ k_h.transpose(-2, -1)) * scale  # (B, n_heads, T, start + T)
+        if intervene is not None:
+            attn_mask = intervene.mask(attn_mask)  # (T, T), or (B, 1, T, T) with a mask per batch row
+        if not bool(attn_mask.all()):
+            attn_scores = attn_scores.masked_fill(~attn_mask, float("-inf"))
+        attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, n_heads, T, start + T)
+        head_out = attn_weights @ v_h  # (B, n_heads, T, d_head)
+        if intervene is not None:
+            head_out = intervene.head_out(self.layer, head_out)  # ablated heads zeroed
+        B = head_out.shape[0]  # B' when one sequence (B = 1) meets a batch of B' key masks
+        z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
+        if record is not None:
+            record.update(
+                q=q, k=k_new, v=v_new, q_pre_rope=q_pre, k_pre_rope=k_pre,
+                attn_mask=attn_mask if attn_mask.dim() == 2 else attn_mask[0, 0],
+                attn_scores=attn_scores, attn_weights=attn_weights, head_out=head_out,
+            )
+        return self.W_O(z)
+
+    def head_weights(self) -> dict[str, np.ndarray]:
+        """Per-head weight matrices and biases, in the course's orientation (q_i = h_i W_Q + b_Q).
+
+        Returns
+        -------
+        dict
+            ``W_Q``: (n_heads, d_model, d_head); ``W_K``, ``W_V``: (n_kv_heads, d_model, d_head);
+            ``W_O``: (n_heads, d_head, d_model); ``b_Q``: (n_heads, d_head), ``b_K``, ``b_V``:
+            (n_kv_heads, d_head), ``b_O``: (d_model,), zeros where the model has no bias;
+            float32 numpy copies.
+        """
+        dh = self.d_head
+        out = {}
+        for name, lin, n in (("Q", self.W_Q, self.n_heads), ("K", self.W_K, self.n_kv_heads),
+                             ("V", self.W_V, self.n_kv_heads)):
+            w = lin.weight.detach().float()  # (n * d_head, d_model)
+            out[f"W_{name}"] = w.view(n, dh, -1).transpose(1, 2).numpy().copy()  # (n, d_model, d_head)
+            b = lin.bias.detach().float() if lin.bias is not None else torch.zeros(n * dh)
+            out[f"b_{name}"] = b.view(n, dh).numpy().copy()
+        w_o = self.W_O.weight.detach().float()  # (d_model, n_heads * d_head)
+        out["W_O"] = w_o.t().reshape(self.n_heads, dh, -1).numpy().copy()  # (n_heads, d_head, d_model)
+        b_o = self.W_O.bias.detach().float() if self.W_O.bias is not None else torch.zeros(w_o.shape[0])
+        out["b_O"] = b_o.numpy().copy()
+        return out
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward, hidden width d_mlp.
+
+    ``"gelu"``: GELU(h W_in + b_in) W_out + b_out. ``"swiglu"``: (SiLU(h W_gate) ⊙ h W_in) W_out
+    (Shazeer 2020; Llama's gate, up and down projections are fc_gate, fc_in and fc_out).
+    """
+
+    def __init__(self, config: GPTConfig, device=None) -> None:
+        super().__init__()
+        d, d_mlp, bias = config.d_model, config.d_mlp, config.mlp_bias
+        self.fc_gate = nn.Linear(d, d_mlp, bias=bias, device=device) if config.mlp == "swiglu" else None
+        self.fc_in = nn.Linear(d, d_mlp, bias=bias, device=device)
+        self.fc_out = nn.Linear(d_mlp, d, bias=bias, device=device)
+        self.approximate = "none" if config.gelu == "exact" else "tanh"
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_model) -> (B, T, d_model)."""
+        if self.fc_gate is not None:
+            return self.fc_out(F.silu(self.fc_gate(h)) * self.fc_in(h))
+        return self.fc_out(F.gelu(self.fc_in(h), approximate=self.approximate))
+
+
+class Block(nn.Module):
+    """One pre-norm transformer block: x + Attn(LN1(x)), then + MLP(LN2(x))."""
+
+    def __init__(self, config: GPTConfig, layer: int = 0, device=None) -> None:
+        super().__init__()
+        self.ln1 = make_norm(config, device)
+        self.attn = Attention(config, layer, device)
+        self.ln2 = make_norm(config, device)
+        self.mlp = MLP(config, device)
+
+    def forward(
+        self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None,
+        cache=None,
+    ) -> torch.Tensor:
+        """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict.
+
+        ``rows`` (a list of positions): only those rows are wanted after this block, so the MLP
+        runs on them alone and the result is (B, len(rows), d_model). ``cache``: see
+        :meth:`Attention.forward`.
+        """
+        h1 = self.ln1(x)
+        attn_out = self.attn(h1, causal, rotate, record, intervene, cache)
+        if rows is not None:
+            x, attn_out = x[:, rows], attn_out[:, rows]  # (B, len(rows), d_model)
+        resid_mid = x + attn_out
+        h2 = self.ln2(resid_mid)
+        mlp_out = self.mlp(h2)
+        resid_post = resid_mid + mlp_out
+        if record is not None:
+            record.update(
+                ln1=h1, attn_out=attn_out, resid_mid=resid_mid, ln2=h2, mlp_out=mlp_out,
+                resid_post=resid_post,
+            )
+        return resid_post
+
+
+def _one_sequence(token_ids) -> np.ndarray:
+    """``token_ids`` as a 1-D int64 array (a (1, T) batch as its one row).
+
+    Raises
+    ------
+    ValueError
+        For anything that is not one sequence of integers (see :meth:`GPT.trace`).
+    """
+    if isinstance(token_ids, torch.Tensor):
+        token_ids = token_ids.detach().cpu().numpy()
+    try:
+        ids = np.asarray(token_ids)
+    except ValueError:  # ragged: numpy refuses lists of different lengths
+        raise ValueError("trace() takes one sequence of token ids; got a nested list of different lengths") from None
+    if ids.ndim == 2 and ids.shape[0] == 1:
+        ids = ids[0]
+    if ids.ndim != 1:
+        what = (f"a batch of {ids.shape[0]} sequences, shape {tuple(ids.shape)}: trace each on its own"
+                if ids.ndim == 2 else f"an array of shape {tuple(ids.shape)}")
+        raise ValueError(f"trace() takes one sequence of token ids (shape (T,) or (1, T)); got {what}")
+    if ids.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if ids.dtype.kind not in "iu":
+        raise ValueError(f"token ids must be integers; got values of type {ids.dtype}")
+    return ids.astype(np.int64, copy=False)
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer with a full trace of its insides.
+
+    Parameters
+    ----------
+    config : GPTConfig
+    device : torch.device or str, optional
+        Where the parameters are created (default: the CPU).
+
+    Notes
+    -----
+    Weights are initialised as nanoGPT does (normal, std 0.02; residual projections scaled by
+    1/sqrt(2 n_layers); norms at 1 and 0); seed torch first for reproducible weights.
+    """
+
+    def __init__(self, config: GPTConfig, device=None) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model, device=device)
+        self.pos_emb = (
+            nn.Embedding(config.context_length, config.d_model, device=device) if config.has_pos_table else None
+        )
+        self.blocks = nn.ModuleList(Block(config, i, device) for i in range(config.n_layers))
+        self.ln_f = make_norm(config, device)
+        self.unembed = (
+            None
+            if config.tied_unembed
+            else nn.Linear(config.d_model, config.vocab_size, bias=False, device=device)
+        )
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith(("W_O.weight", "fc_out.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def state_dict_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+        """The name and shape of every tensor in ``GPT(config).state_dict()``, without building it.
+
+        The checkpoint loader validates files against this (a test checks it against real models).
+        """
+        d, v, n, dh = config.d_model, config.vocab_size, config.context_length, config.d_head
+        shapes: dict[str, tuple[int, ...]] = {"tok_emb.weight": (v, d)}
+        if config.has_pos_table:
+            shapes["pos_emb.weight"] = (n, d)
+
+        def linear(name: str, d_in: int, d_out: int, bias: bool) -> None:
+            shapes[f"{name}.weight"] = (d_out, d_in)
+            if bias:
+                shapes[f"{name}.bias"] = (d_out,)
+
+        def norm(name: str) -> None:
+            shapes[f"{name}.weight"] = (d,)
+            if config.norm == "layernorm" and config.norm_bias:
+                shapes[f"{name}.bias"] = (d,)
+
+        for i in range(config.n_layers):
+            norm(f"blocks.{i}.ln1")
+            linear(f"blocks.{i}.attn.W_Q", d, config.n_heads * dh, config.qkv_bias)
+            for w in ("W_K", "W_V"):
+                linear(f"blocks.{i}.attn.{w}", d, config.n_kv_heads * dh, config.qkv_bias)
+            linear(f"blocks.{i}.attn.W_O", config.n_heads * dh, d, config.o_bias)
+            norm(f"blocks.{i}.ln2")
+            if config.mlp == "swiglu":
+                linear(f"blocks.{i}.mlp.fc_gate", d, config.d_mlp, config.mlp_bias)
+            linear(f"blocks.{i}.mlp.fc_in", d, config.d_mlp, config.mlp_bias)
+            linear(f"blocks.{i}.mlp.fc_out", config.d_mlp, d, config.mlp_bias)
+        norm("ln_f")
+        if not config.tied_unembed:
+            linear("unembed", d, v, False)
+        return shapes
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def n_params(self) -> int:
+        """Number of parameters (tied weights counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        token_ids: torch.Tensor,
+        *,
+        positional_encoding: bool = True,
+        causal: bool = True,
+        interventions=None,
+        positions: Sequence[int] | None = None,
+    ) -> torch.Tensor:
+        """Logits at every position (or at ``positions``).
+
+        Parameters
+        ----------
+        token_ids : LongTensor (B, T) or (T,), T <= context_length
+        positional_encoding, causal : bool
+            As in :meth:`trace`.
+        interventions : model.core.interventions.Interventions, optional
+            What-if changes to attention (ablated heads, extra key masks per batch row, τ,
+            scale on/off); None runs the plain model. One sequence (B = 1) with a key mask
+            (B', T, T) runs B' masked copies that share the embeddings and layer 0's q, k, v:
+            the logits are then (B', T or P, vocab_size).
+        positions : sequence of int, optional
+            Only these positions' logits are wanted (P of them): the last block's MLP and the
+            unembedding run on those rows alone, and the logits are (B, P, vocab_size).
+
+        Returns
+        -------
+        Tensor (B, T, vocab_size) or (T, vocab_size)
+            Unnormalised next-token scores (nats before softmax).
+
+        Raises
+        ------
+        ValueError
+            When T exceeds context_length.
+        """
+        squeeze = token_ids.dim() == 1
+        ids = token_ids.unsqueeze(0) if squeeze else token_ids
+        logits = self._run(ids, positional_encoding, causal, None, interventions, positions)
+        return logits[0] if squeeze else logits
+
+    def _run(
+        self,
+        ids: torch.Tensor,
+        positional_encoding: bool,
+        causal: bool,
+        records: dict | None,
+        interventions=None,
+        positions: Sequence[int] | None = None,
+        caches: Sequence | None = None,
+    ) -> torch.Tensor:
+        """The one forward path behind :meth:`forward` and :meth:`trace`. ids: (B, T).
+
+        With ``caches`` (one :class:`model.tracing.rowstore.KVSlot` per block) ids are the positions
+        start .. start + T - 1, after the ``start`` positions whose keys and values they hold.
+        """
+        start = 0 if caches is None else caches[0].start
+        T = ids.shape[1]
+        if start + T > self.config.context_length:
+            raise ValueError(
+                f"{start + T} tokens exceed the context length of {self.config.context_length}"
+            )
+        tok = self.tok_emb(ids)  # (B, T, d_model)
+        if self.pos_emb is not None and positional_encoding:
+            pos = self.pos_emb(torch.arange(start, start + T, device=ids.device))  # (T, d_model)
+            x = tok + pos
+        else:
+            pos = torch.zeros_like(tok[0])
+            x = tok
+        if records is not None:
+            records.update(tok=tok, pos=pos, x=x, blocks=[])
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
+            layer = {} if records is not None else None
+            rows = None if positions is None or i < last else list(positions)  # the last block: those rows only
+            x = block(x, causal, positional_encoding, layer, interventions, rows,
+                      None if caches is None else caches[i])
+            if records is not None:
+                records["blocks"].append(layer)
+        h = self.ln_f(x)
+        weight = self.tok_emb.weight if self.unembed is None else self.unembed.weight
+        logits = F.linear(h, weight)  # (B, T, vocab_size), or (B, P, vocab_size) at P positions
+        if records is not None:
+            records.update(ln_final=h)
+        return logits
+
+    def rope_angles(self, T: int) -> np.ndarray | None:
+        """RoPE's rotation angles (T, d_head/2) in radians for positions 0..T-1, or None without RoPE."""
+        rope = self.blocks[0].attn.rope
+        return None if rope is None else rope.angles[:T].detach().cpu().numpy().copy()
+
+    @torch.no_grad()
+    def trace(
+        self,
+        token_ids: Sequence[int] | np.ndarray | torch.Tensor,
+        *,
+        positional_encoding: bool = True,
+        causal: bool = True,
+        interventions=None,
+        reuse: Trace | None = None,
+    ) -> Trace:
+        """Run the model on one sequence and keep every intermediate.
+
+        Parameters
+        ----------
+        token_ids : sequence of int, length N (any N >= 0)
+            When N > context_length, only the last context_length ids are run and
+            ``Trace.dropped`` says how many were left out.
+        positional_encoding : bool
+            False runs without position: x_i = e_i for a learned table, no rotation for RoPE
+            (the weights are untouched). No effect on a model without either.
+        causal : bool
+            False drops the causal mask (every query attends to every key within its window).
+        interventions : model.core.interventions.Interventions, optional
+            What-if changes (ablated heads, τ, scale on/off, a (T, T) key mask), recorded in
+            ``Trace.interventions``; each layer's ``attn_scale`` is then the multiplier used
+            (scale / τ). None runs the plain model.
+        reuse : Trace, optional
+            An earlier trace of this model (the one shown before an edit). Where the ids run
+            keep its first p ids, with the same options and weights and no ``interventions``,
+            only positions p.. are computed, with its keys and values, and its rows 0..p-1 of
+            every tensor are reused (``Trace.reused_rows`` is p); otherwise the whole sequence
+            is computed. Either way the result equals a trace without ``reuse`` up to float
+            rounding (logits within 1e-5), and its arrays live in buffers shared with related
+            traces (:mod:`model.tracing.reuse`). Weights changed through ``.data`` are not noticed:
+            pass no ``reuse`` after changing weights that way.
+
+        Returns
+        -------
+        Trace
+            Immutable, batch axis removed, float32 numpy on the CPU. With N = 0 every array has
+            T = 0 rows.
+
+        Raises
+        ------
+        ValueError
+            When an id is outside [0, vocab_size), ``interventions`` names a head outside the
+            model or has a key mask of another size, or the input is not one sequence of
+            integers: a batch of several sequences (shape (B, T) with B > 1; a (1, T) batch is
+            taken as its one row), a single number, a nested or ragged list, floats, booleans or
+            strings.
+        TypeError
+            When ``reuse`` is not a Trace.
+        """
+        n_ctx = self.config.context_length
+        skipped = 0
+        flat = isinstance(token_ids, (list, tuple)) and not (token_ids and isinstance(token_ids[0], Sized))
+        if flat and len(token_ids) > n_ctx:
+            # Crop before converting: a pasted book is 10^5 ids, of which n_ctx are run.
+            skipped = len(token_ids) - n_ctx
+            token_ids = token_ids[skipped:]
+        ids = _one_sequence(token_ids)
+        dropped = max(0, ids.size - n_ctx)
+        ids = np.ascontiguousarray(ids[dropped:])  # checked in numpy: cheaper than in torch
+        dropped += skipped
+        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            bad = int(ids[(ids < 0) | (ids >= self.config.vocab_size)][0])
+            raise ValueError(f"token id {bad} is outside the vocabulary (0..{self.config.vocab_size - 1})")
+        device = self.tok_emb.weight.device
+        iv = None if interventions is None or interventions.changes_nothing else interventions
+        if iv is not None:
+            iv.check(self.config, ids.size)
+        uses_pe = positional_encoding and self.config.uses_position
+        if reuse is not None and iv is None:
+            return trace_reusing(self, ids, dropped, uses_pe, causal, reuse)
+        rec: dict = {}
+        logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec, iv)
+        scales = [block.attn.scale if iv is None else iv.multiplier(block.attn) for block in self.blocks]
+        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales, interventions=iv,
+                                  origin=origin(self, uses_pe, causal, iv))
