@@ -102,11 +102,11 @@ def fake_clock(monkeypatch, checkpoint, ms_per_token: float):
     import types
 
     import explorer.qt.scheduling.jobs
-    import explorer.qt.session
+    import explorer.qt.scheduling.scheduler
 
     now, lock = [0.0], threading.Lock()
     clock = types.SimpleNamespace(perf_counter=lambda: now[0])
-    monkeypatch.setattr(explorer.qt.session, "time", clock)
+    monkeypatch.setattr(explorer.qt.scheduling.scheduler, "time", clock)
     monkeypatch.setattr(explorer.qt.scheduling.jobs, "time", clock)
     trace = checkpoint.model.trace
 

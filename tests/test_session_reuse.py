@@ -148,11 +148,11 @@ def test_a_model_fast_to_append_but_slow_whole_stays_off_the_gui_thread(qtbot, c
     """Appends cost a position each, but the next edit may change the first token: the session
     judges GUI thread or worker by what a whole trace costs, and jobs too (``expected_ms``)."""
     import explorer.qt.scheduling.jobs
-    import explorer.qt.session
+    import explorer.qt.scheduling.scheduler
 
     now, lock = [0.0], threading.Lock()
     clock = types.SimpleNamespace(perf_counter=lambda: now[0])
-    monkeypatch.setattr(explorer.qt.session, "time", clock)
+    monkeypatch.setattr(explorer.qt.scheduling.scheduler, "time", clock)
     monkeypatch.setattr(explorer.qt.scheduling.jobs, "time", clock)
     trace = checkpoint.model.trace
 

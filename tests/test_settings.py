@@ -124,26 +124,26 @@ def test_the_window_starts_on_defaults_from_a_damaged_file(qtbot, tmp_path, dama
     panel = window.panels["next-token"]
     assert panel.k_box.value() == 10 and panel.k_wanted == 10 and panel.temperature_box.value() == 1.0
     assert window.docks["attention"].isVisible() and window.session.trace is not None
-    assert window.recent_files() == []
-    window._fill_recent_menu()
+    assert window.files.recent_files() == []
+    window.files.fill_recent_menu(window.recent_menu)
     assert not window.recent_menu.isEnabled()
-    assert window.open_checkpoint(good_file) and not dialogs.errors
-    assert window.recent_files() == [str(good_file.resolve())]
-    window._fill_recent_menu()
+    assert window.files.open_checkpoint(good_file) and not dialogs.errors
+    assert window.files.recent_files() == [str(good_file.resolve())]
+    window.files.fill_recent_menu(window.recent_menu)
     assert [a.text() for a in window.recent_menu.actions()] == [str(good_file.resolve())]
-    window._on_open_triggered()  # last_dir as bytes: the dialog starts in assets/ (no answer: nothing opens)
+    window.files.on_open()  # last_dir as bytes: the dialog starts in assets/ (no answer: nothing opens)
     assert window.session.checkpoint.path == good_file
 
 
 def test_remembered_answers_that_are_damaged_are_not_used(tmp_path, good_file):
     s = _ini(tmp_path / "answers.ini")
-    key = settings_key(good_file)
+    key = "opened/" + settings_key(good_file)
     for value, expected in (("²", None), ("99999999999999999999", None), ("0", None), ("4", 4)):
         s.setValue(f"{key}/n_heads", value)
         s.setValue(f"{key}/vocab_path", ["a", "b"])
         s.setValue(f"{key}/no_vocab", "perhaps")
         answers = recall(s, good_file)
-        assert (answers.n_heads, answers.vocab_path, answers.no_vocab) == (expected, None, False)
+        assert (answers.n_heads, answers.vocab_path, answers.allow_no_tokenizer) == (expected, None, False)
 
 
 def test_the_command_starts_with_a_damaged_settings_file(tmp_path, damaged, good_file):
