@@ -15,7 +15,7 @@ import torch
 
 from explorer.core.token_text import append_id, display_tokens, ids_encoding
 from explorer.qt.files.opening import recall
-from explorer_helpers import DialogRecorder, make_window
+from explorer_helpers import Questions, make_window
 from model import Tokenizer
 from model.checkpoint import load_checkpoint
 
@@ -23,35 +23,6 @@ FIX = Path(__file__).parent / "fixtures" / "interop"
 NANO, RASCHKA = FIX / "ckpt_nanogpt.pt", FIX / "ckpt_raschka.pth"
 META, WORDS = FIX / "nanogpt_shakespeare_char_meta.pkl", FIX / "raschka_word_vocab.json"
 GPT2_DIR = Path(__file__).resolve().parents[1] / "assets" / "gpt2-bpe"  # shipped with the project
-
-
-class Questions(DialogRecorder):
-    """DialogRecorder that also answers ask_int / ask_choice / open_folder from queues and logs every question."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ints: list[int | None] = []
-        self.choices: list[int | None] = []
-        self.asked: list[str] = []  # "ask_int: <label>", "ask_choice: <text>", ...
-        self.proposed: list[str] = []  # the directory/default name each file picker was given
-
-    def install(self, monkeypatch) -> "Questions":
-        from explorer.qt import dialogs
-
-        super().install(monkeypatch)
-
-        def answer(kind, queue, text, directory=None):
-            self.asked.append(f"{kind}: {text}")
-            if directory is not None:
-                self.proposed.append(directory)
-            return queue.pop(0) if queue else None
-
-        monkeypatch.setattr(dialogs, "ask_int", lambda _p, _t, label, *a: answer("ask_int", self.ints, label))
-        monkeypatch.setattr(dialogs, "ask_choice", lambda _p, _t, text, _c: answer("ask_choice", self.choices, text))
-        monkeypatch.setattr(dialogs, "open_file", lambda _p, t, d="", *a: answer("open_file", self.files, t, d))
-        monkeypatch.setattr(dialogs, "save_file", lambda _p, t, d="", *a: answer("save_file", self.files, t, d))
-        monkeypatch.setattr(dialogs, "open_folder", lambda _p, t, d="": answer("open_folder", self.files, t, d))
-        return self
 
 
 @pytest.fixture

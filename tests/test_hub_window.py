@@ -141,3 +141,21 @@ def test_the_command_line_with_a_missing_repository_says_why_in_one_line(tmp_pat
     lines = [line for line in r.stderr.splitlines() if line.strip() and "propagateSizeHints" not in line]
     assert r.returncode == 1 and not out.exists()
     assert lines == [f"transformer-explorer: Could not open checkpoint: {MISSING}"]
+
+
+def test_a_hub_reference_round_trips_through_the_recent_files(qtbot, window, dialogs, fetch_threads, tmp_path,
+                                                            tiny_checkpoint):
+    """Open Recent keeps a Hub model as its hf: text and reads it back as the same HubRef (revision
+    included), in a new window on the same settings (the app started again)."""
+    from model.formats.refs import HubRef
+
+    ref = HubRef("fixtures/hf-llama", "v1")
+    assert window.files.open_checkpoint(ref) and window.session.checkpoint.origin == ref
+    assert window.files.open_checkpoint(Path(__file__).parent / "fixtures" / "arch" / "hf-gpt2")
+    window.save_settings()
+    again = make_window(qtbot, tmp_path, tiny_checkpoint)
+    refs = again.files.recent_references()
+    assert refs[1] == ref and isinstance(refs[0], Path) and again.files.recent_files()[1] == "hf:fixtures/hf-llama@v1"
+    again.files.fill_recent_menu(again.recent_menu)
+    again.recent_menu.actions()[1].trigger()  # opened by repository, fetched again
+    assert again.session.checkpoint.origin == ref and len(fetch_threads) == 2 and not dialogs.errors

@@ -146,7 +146,7 @@ class Setting:
         if self.kind == "str":
             return read_str(settings, self.key, self.default)
         if self.kind == "str_list":
-            return read_str_list(settings, self.key, int(self.hi))
+            return read_str_list(settings, self.key, int(self.hi)) or list(self.default)
         if self.kind == "bytes":
             value = read_bytes(settings, self.key)
             return self.default if value is None else value
