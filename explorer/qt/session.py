@@ -157,13 +157,11 @@ class Session(QObject):
         return self.model.blocks[layer].attn.kv_head(head)
 
     def expected_ms(self, passes: int = 1) -> float:
-        """How long ``passes`` forward passes over the whole current text should take, in ms
-        (:meth:`Scheduler.expected_ms <explorer.qt.scheduling.scheduler.Scheduler.expected_ms>`)."""
+        """How long ``passes`` forward passes over the whole current text should take, in ms (the scheduler's)."""
         return self.scheduler.expected_ms(passes)
 
     def is_slow(self, passes: int, limit_ms: float) -> bool:
-        """True when ``passes`` forward passes are expected to take longer than ``limit_ms``; never in
-        ``"sync"`` mode, where everything runs at once (tests, screenshots)."""
+        """True when ``passes`` forward passes are expected to take longer than ``limit_ms`` (never in sync mode)."""
         return self.scheduler.is_slow(passes, limit_ms)
 
     @property
@@ -354,8 +352,7 @@ class Session(QObject):
                                   passes=passes, name=name, inline_ms=inline_ms)
 
     def job_superseded(self) -> bool:
-        """For a long job's ``should_stop``: newer work waits behind it on the worker thread
-        (:meth:`Scheduler.job_superseded <explorer.qt.scheduling.scheduler.Scheduler.job_superseded>`)."""
+        """For a long job's ``should_stop``: newer work waits behind it on the worker thread (the scheduler's)."""
         return self.scheduler.job_superseded()
 
     def cancel(self, requester: QObject, name: str = "") -> None:
@@ -371,11 +368,9 @@ class Session(QObject):
         self.sig_timing_changed.emit()
 
     def shutdown(self, timeout_ms: int = 30000, wait: bool = True) -> None:
-        """Drop queued work and wait for a running trace or job to finish (call before the app exits).
-
-        With ``wait=False`` it returns at once (a closing window disappears while a slow trace
-        finishes in the background); call it again with ``wait=True`` before the process ends.
-        """
+        """Drop queued work and wait for a running trace or job to finish (call before the app exits);
+        with ``wait=False`` return at once (a closing window goes while a slow trace finishes), and
+        call it again with ``wait=True`` before the process ends."""
         self.scheduler.shutdown(timeout_ms, wait)
 
     # ---- internals -----------------------------------------------------------------------------
