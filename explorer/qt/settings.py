@@ -163,11 +163,13 @@ class Setting:
         if value is None:
             settings.remove(self.key)
             return
-        if not self._fits(value):
+        if not self.accepts(value):
             raise ValueError(f"{self.key}: {value!r} is not a {self.kind} in range [{self.lo}, {self.hi}]")
         settings.setValue(self.key, list(value) if self.kind == "str_list" else value)
 
-    def _fits(self, value: Any) -> bool:
+    def accepts(self, value: Any) -> bool:
+        """Whether :meth:`write` takes ``value`` (of the declared kind, in range; a string without NUL and
+        at most :data:`MAX_TEXT` long)."""
         if self.kind in ("int", "float"):
             number = (int,) if self.kind == "int" else (int, float)
             return (isinstance(value, number) and not isinstance(value, bool) and math.isfinite(value)

@@ -297,15 +297,15 @@ def opening(source: Source, conv: Converted, given: OpenOptions) -> Opening:
     CheckpointError
         For bad tensors, or a vocabulary beside the file that cannot be read.
     """
-    path, config = source.path, conv.config
-    state = validate_state_dict(path, config, conv.tensors)
+    path, config, heads, fmt, training = source.path, conv.config, conv.heads_question, conv.source_format, conv.training
+    state = validate_state_dict(path, config, conv.tensors)  # what the load keeps (not the file's own tensors)
     found = cache(conv.find_tokenizer)  # looked for once, here or on load
-    questions = [conv.heads_question] if conv.heads_question is not None else []
+    questions = [heads] if heads is not None else []
     if given.vocab_path is None and not given.allow_no_tokenizer and found()[0] is None:
         questions.append(_vocab_question(path, config.vocab_size, found()[1]))
 
     def finish(options: OpenOptions) -> Checkpoint:
-        answered = _answered(path, config, conv.heads_question, options)
+        answered = _answered(path, config, heads, options)
         try:
             tokenizer = _tokenizer(path, config.vocab_size, options, found)
             padding = vocab_padding(path, tokenizer, config.vocab_size) if tokenizer is not None else 0
@@ -316,10 +316,10 @@ def opening(source: Source, conv: Converted, given: OpenOptions) -> Opening:
                 raise
             raise WrongVocabulary(str(exc)) from exc
         model = model_from_state(path, answered, state)
-        return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=conv.training,
-                          source_format=conv.source_format, vocab_padding=padding)
+        return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=training, source_format=fmt,
+                          vocab_padding=padding)
 
-    return Opening(path, conv.source_format, tuple(questions), finish)
+    return Opening(path, fmt, tuple(questions), finish)
 
 
 def _answered(path: Path, config: GPTConfig, question: Question | None, options: OpenOptions) -> GPTConfig:

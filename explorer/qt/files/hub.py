@@ -41,7 +41,8 @@ def ask_repo(parent: QWidget | None, settings: QSettings) -> HubRef | None:
     text = dialogs.ask_text(parent, TITLE, ASK_LABEL, HUB_LAST_REPO.read(settings))
     if text is None or not text.strip():
         return None
-    HUB_LAST_REPO.write(settings, text.strip())
+    if HUB_LAST_REPO.accepts(text.strip()):  # proposed next time (a pasted page is not)
+        HUB_LAST_REPO.write(settings, text.strip())
     try:
         return parse_hub_spec(text)
     except HubError as exc:
