@@ -139,10 +139,10 @@ class Attention(nn.Module):
             head_out = intervene.head_out(self.layer, head_out)  # ablated heads zeroed
         B = head_out.shape[0]  # B' when one sequence (B = 1) meets a batch of B' key masks
         z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
-        if record is not None:
+        if record is not None:  # the rows of model.tracing.schema.LAYER made here, batch axis first
             record.update(
                 q=q, k=k_new, v=v_new, q_pre_rope=q_pre, k_pre_rope=k_pre,
-                attn_mask=attn_mask if attn_mask.dim() == 2 else attn_mask[0, 0],
+                attn_mask=attn_mask[None] if attn_mask.dim() == 2 else attn_mask[:1, 0],  # (1, T, start + T)
                 attn_scores=attn_scores, attn_weights=attn_weights, head_out=head_out,
             )
         return self.W_O(z)
@@ -223,7 +223,7 @@ class Block(nn.Module):
         h2 = self.ln2(resid_mid)
         mlp_out = self.mlp(h2)
         resid_post = resid_mid + mlp_out
-        if record is not None:
+        if record is not None:  # the rest of model.tracing.schema.LAYER
             record.update(
                 ln1=h1, attn_out=attn_out, resid_mid=resid_mid, ln2=h2, mlp_out=mlp_out,
                 resid_post=resid_post,
@@ -394,6 +394,7 @@ class GPT(nn.Module):
 
         With ``caches`` (one :class:`model.tracing.rowstore.KVSlot` per block) ids are the positions
         start .. start + T - 1, after the ``start`` positions whose keys and values they hold.
+        ``records`` gets the rows of :mod:`model.tracing.schema`, each with its batch axis first.
         """
         start = 0 if caches is None else caches[0].start
         T = ids.shape[1]
@@ -409,7 +410,7 @@ class GPT(nn.Module):
             pos = torch.zeros_like(tok[0])
             x = tok
         if records is not None:
-            records.update(tok=tok, pos=pos, x=x, blocks=[])
+            records.update(tok=tok, pos=pos[None], x=x, blocks=[])  # pos: (1, T, d_model), shared by the batch
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             layer = {} if records is not None else None
@@ -422,7 +423,7 @@ class GPT(nn.Module):
         weight = self.tok_emb.weight if self.unembed is None else self.unembed.weight
         logits = F.linear(h, weight)  # (B, T, vocab_size), or (B, P, vocab_size) at P positions
         if records is not None:
-            records.update(ln_final=h)
+            records.update(ln_final=h, logits=logits)
         return logits
 
     def rope_angles(self, T: int) -> np.ndarray | None:
@@ -505,7 +506,7 @@ class GPT(nn.Module):
         if reuse is not None and iv is None:
             return trace_reusing(self, ids, dropped, uses_pe, causal, reuse)
         rec: dict = {}
-        logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec, iv)
+        self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec, iv)
         scales = [block.attn.scale if iv is None else iv.multiplier(block.attn) for block in self.blocks]
-        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales, interventions=iv,
+        return Trace.from_records(self.config, ids, dropped, uses_pe, causal, rec, scales, interventions=iv,
                                   origin=origin(self, uses_pe, causal, iv))
