@@ -102,8 +102,19 @@ def test_a_large_export_asks_first(window, tmp_path, dialogs, monkeypatch):
 def test_cancel_in_the_progress_dialog_leaves_no_file(window, tmp_path, dialogs, monkeypatch):
     real = exporting.write_attention_csv
 
-    def slow(path, trace, tokens, progress):  # 50 ms a query row (12 rows): the dialog is polled meanwhile
-        real(path, trace, tokens, lambda done, total: time.sleep(0.05) or progress(done, total))
+    def slow(path, trace, tokens, progress):
+        """Reports its first row again and again until the dialog's Cancel makes ``progress`` say stop:
+        it waits on the event, not on the clock (the dialog's first poll can come after the window's
+        paint, 0.6 s on a busy machine, when a writer that slept 50 ms a row had already finished)."""
+        def step(done: int, total: int) -> bool:
+            deadline = time.monotonic() + 60  # a safety net only: Cancel comes at the first poll
+            while progress(done, total):
+                if time.monotonic() > deadline:
+                    return True
+                time.sleep(0.01)
+            return False
+
+        real(path, trace, tokens, step)
 
     monkeypatch.setattr(exporting, "write_attention_csv", slow)
     dialogs.cancel_after = 1
