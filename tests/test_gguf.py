@@ -265,3 +265,18 @@ def test_the_header_is_checked_before_the_package_walks_it(tmp_path):
     _refused(tmp_path / "big.gguf", r"big-endian GGUF file")
     (tmp_path / "count.gguf").write_bytes(data[:8] + struct.pack("<Q", 2**60) + data[16:])
     _refused(tmp_path / "count.gguf", r"counts 1,152,921,504,606,846,976 tensors")
+
+
+@pytest.mark.parametrize("path", [gguf_file(LLAMA, "Q4_0"), gguf_file(QWEN2, "F16"), KQUANT_FILE], ids=lambda p: p.name)
+def test_the_bounded_reader_reads_what_the_packages_reader_reads(path):
+    """model/formats/gguf/file.py replaces two of GGUFReader's private reads (pinned gguf 0.19): the
+    result must stay the package's, field by field and tensor by tensor."""
+    from model.formats.gguf.file import BoundedReader
+
+    ours, theirs = BoundedReader(path), GGUFReader(path)
+    assert type(ours.data) is np.ndarray and list(ours.fields) == list(theirs.fields)
+    for key, field in theirs.fields.items():
+        assert ours.fields[key].contents() == field.contents() and ours.fields[key].types == field.types, key
+    for a, b in zip(ours.tensors, theirs.tensors, strict=True):
+        assert (a.name, a.tensor_type, a.n_bytes, a.data_offset) == (b.name, b.tensor_type, b.n_bytes, b.data_offset)
+        assert np.array_equal(a.shape, b.shape) and np.array_equal(a.data, b.data) and a.data.dtype == b.data.dtype
