@@ -516,44 +516,41 @@ def _(tmp):
     return _gguf(tmp, r"it is cut short", cut=3000)
 
 
+def _poked(tmp, cause, at, fmt: str, value) -> Damaged:
+    """The fixture with ``struct.pack(fmt, value)`` written at ``at(reader)``."""
+    def patch(data, reader):
+        offset = at(reader)
+        data[offset:offset + struct.calcsize(fmt)] = struct.pack(fmt, value)
+    return _gguf(tmp, cause, patch)
+
+
 @damaged("GGUF array claiming 2^40 entries")
 def _(tmp):
-    def patch(data, reader):
-        at = _at_key(reader, "tokenizer.ggml.tokens", 8)  # after the value type and the item type
-        data[at:at + 8] = struct.pack("<Q", 1 << 40)
-    return _gguf(tmp, r"an array at byte [\d,]+ claims 1,099,511,627,776 entries, more than the file can hold", patch)
+    return _poked(tmp, r"an array at byte [\d,]+ claims 1,099,511,627,776 entries, more than the file can hold",
+                  lambda r: _at_key(r, "tokenizer.ggml.tokens", 8), "<Q", 1 << 40)  # after value and item types
 
 
 @damaged("GGUF with an unknown value type")
 def _(tmp):
-    def patch(data, reader):
-        at = _at_key(reader, "llama.block_count", 0)
-        data[at:at + 4] = struct.pack("<I", 99)
-    return _gguf(tmp, r"not a readable GGUF file: a metadata value at byte [\d,]+ has type 99, which GGUF does not define", patch)
+    return _poked(tmp, r"not a readable GGUF file: a metadata value at byte [\d,]+ has type 99, which GGUF does not define",
+                  lambda r: _at_key(r, "llama.block_count", 0), "<I", 99)
 
 
 @damaged("GGUF with an unknown tensor type")
 def _(tmp):
-    def patch(data, reader):
-        at = _at_tensor(reader, "blk.0.attn_q.weight", 0)
-        data[at:at + 4] = struct.pack("<I", 200)
-    return _gguf(tmp, r"tensor blk.0.attn_q.weight has type 200, which the gguf package \(0.19.\d+\) does not know", patch)
+    return _poked(tmp, r"tensor blk.0.attn_q.weight has type 200, which the gguf package \(0.19.\d+\) does not know",
+                  lambda r: _at_tensor(r, "blk.0.attn_q.weight", 0), "<I", 200)
 
 
 @damaged("GGUF tensor lying past the end of the file")
 def _(tmp):
-    def patch(data, reader):
-        at = _at_tensor(reader, "blk.1.ffn_down.weight", 4)  # its offset, after the type
-        data[at:at + 8] = struct.pack("<Q", 1 << 50)
-    return _gguf(tmp, r"it is cut short: its structure needs at least 1,125,8", patch)
+    return _poked(tmp, r"it is cut short: its structure needs at least 1,125,8",
+                  lambda r: _at_tensor(r, "blk.1.ffn_down.weight", 4), "<Q", 1 << 50)  # its offset, after the type
 
 
 @damaged("GGUF string longer than the file")
 def _(tmp):
-    def patch(data, reader):
-        at = _at_key(reader, "general.architecture", 4)  # the string's length, after the value type
-        data[at:at + 8] = struct.pack("<Q", 1 << 62)
-    return _gguf(tmp, r"it is cut short", patch)
+    return _poked(tmp, r"it is cut short", lambda r: _at_key(r, "general.architecture", 4), "<Q", 1 << 62)
 
 
 @damaged("GGUF key that is not UTF-8")

@@ -46,6 +46,10 @@ KEYS = ("block_count", "context_length", "embedding_length", "feed_forward_lengt
         "attention.head_count", "attention.head_count_kv", "attention.layer_norm_rms_epsilon",
         "attention.key_length", "attention.value_length", "attention.causal", "rope.freq_base",
         "rope.dimension_count", "rope.scaling.type", "rope.scaling.factor", "expert_count", "expert_used_count")
+#: Each block's linear layers: (GGUF name, ours, its weight's shape, which biases it has).
+LINEARS = (("attn_q", "attn.W_Q", "q", "qkv"), ("attn_k", "attn.W_K", "kv", "qkv"), ("attn_v", "attn.W_V", "kv", "qkv"),
+           ("attn_output", "attn.W_O", "o", "o"), ("ffn_gate", "mlp.fc_gate", "mlp_in", "mlp"),
+           ("ffn_up", "mlp.fc_in", "mlp_in", "mlp"), ("ffn_down", "mlp.fc_out", "mlp_out", "mlp"))
 
 
 def architectures_opened() -> str:
@@ -76,8 +80,7 @@ class _Meta:
         self.gf, self.prefix = gf, arch.name + "."
         for key in gf.keys(self.prefix):
             if key[len(self.prefix):] not in KEYS:
-                raise gf.error(key, "a setting this app does not build (it reads "
-                                    + ", ".join(self.prefix + k for k in KEYS) + ")")
+                raise gf.error(key, f"a setting this app does not build (it reads {self.prefix}{{{', '.join(KEYS)}}})")
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -118,23 +121,58 @@ def _check_rope(meta: _Meta, d_head: int) -> float:
 
 
 def _layer(keys: Keys, arch: Architecture, i: int, shapes: dict[str, tuple], biases: dict[str, bool],
-           heads: tuple[int, int]) -> dict[str, torch.Tensor]:
-    """Block i's tensors under our names (q and k un-permuted for a llama file)."""
+           heads: dict[str, int]) -> dict[str, torch.Tensor]:
+    """Block i's tensors under our names, q and k (``heads``: their n) un-permuted for a llama file."""
     src, dst = f"blk.{i}.", f"blocks.{i}."
     out = {dst + "ln1.weight": keys.take(src + "attn_norm.weight", shapes["norm"]),
            dst + "ln2.weight": keys.take(src + "ffn_norm.weight", shapes["norm"])}
-    linears = (("attn_q", "attn.W_Q", "q"), ("attn_k", "attn.W_K", "kv"), ("attn_v", "attn.W_V", "kv"),
-               ("attn_output", "attn.W_O", "o"), ("ffn_gate", "mlp.fc_gate", "mlp_in"),
-               ("ffn_up", "mlp.fc_in", "mlp_in"), ("ffn_down", "mlp.fc_out", "mlp_out"))
-    for theirs, ours, shape in linears:
-        group = {"q": "qkv", "kv": "qkv", "o": "o"}.get(shape, "mlp")
-        parts = [("weight", shapes[shape])] + ([("bias", shapes[shape][:1])] if biases[group] else [])
-        for part, part_shape in parts:
-            t = keys.take(f"{src}{theirs}.{part}", part_shape)
-            if arch.permuted_qk and theirs in ("attn_q", "attn_k"):
-                t = unpermute(keys.path, f"{src}{theirs}.{part}", t, heads[0] if theirs == "attn_q" else heads[1])
+    for theirs, ours, shape, bias in LINEARS:
+        for part in ("weight", "bias") if biases[bias] else ("weight",):
+            name = f"{src}{theirs}.{part}"
+            t = keys.take(name, shapes[shape] if part == "weight" else shapes[shape][:1])
+            if arch.permuted_qk and theirs in heads:
+                t = unpermute(keys.path, name, t, heads[theirs])
             out[f"{dst}{ours}.{part}"] = t
     return out
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """The model's sizes, each read from the file and checked against the weights."""
+
+    vocab: int
+    d: int
+    n_layers: int
+    n_heads: int
+    n_kv: int
+    ctx: int
+    d_mlp: int
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor shape of a block, by the names of :data:`LINEARS` (and ``norm``)."""
+        d, d_head = self.d, self.d // self.n_heads
+        return {"norm": (d,), "q": (self.n_heads * d_head, d), "kv": (self.n_kv * d_head, d),
+                "o": (d, self.n_heads * d_head), "mlp_in": (self.d_mlp, d), "mlp_out": (d, self.d_mlp)}
+
+
+def _sizes(meta: _Meta, keys: Keys, emb: torch.Tensor) -> _Sizes:
+    """The sizes the keys give, refused where they disagree with the tensors (naming the key)."""
+    vocab, d = emb.shape
+    meta.agrees("embedding_length", d, "token_embd.weight is", required=True)
+    meta.agrees("vocab_size", vocab, "token_embd.weight has rows:")
+    n_layers = keys.layers("blk")
+    meta.agrees("block_count", n_layers, "the blocks in the file are", required=True)
+    n_heads = meta.integer("attention.head_count")
+    if d % n_heads:
+        raise meta.gf.error(meta.key("attention.head_count"), f"does not divide embedding_length ({d})")
+    for name in ("attention.key_length", "attention.value_length"):
+        meta.agrees(name, d // n_heads, "only embedding_length / head_count is supported:")
+    ctx = meta.integer("context_length")
+    if ctx > MAX_CONTEXT_LENGTH:
+        raise meta.gf.error(meta.key("context_length"), f"more positions than this app builds ({MAX_CONTEXT_LENGTH:,})")
+    return _Sizes(vocab, d, n_layers, n_heads, meta.integer("attention.head_count_kv", n_heads), ctx,
+                  meta.integer("feed_forward_length"))
 
 
 def convert(gf: GGUFFile, arch: Architecture, keys: Keys) -> tuple[GPTConfig, dict[str, torch.Tensor], dict[str, Any]]:
@@ -150,41 +188,24 @@ def convert(gf: GGUFFile, arch: Architecture, keys: Keys) -> tuple[GPTConfig, di
     if keys.has("rope_freqs.weight"):
         raise fail(gf.path, "rope_freqs.weight: Llama 3's scaled RoPE (a factor per frequency) is not supported")
     emb = keys.take_matrix("token_embd.weight")
-    vocab, d = emb.shape
-    meta.agrees("embedding_length", d, "token_embd.weight is", required=True)
-    meta.agrees("vocab_size", vocab, "token_embd.weight has rows:")
-    n_layers = keys.layers("blk")
-    meta.agrees("block_count", n_layers, "the blocks in the file are", required=True)
-    n_heads = meta.integer("attention.head_count")
-    n_kv = meta.integer("attention.head_count_kv", n_heads)
-    if d % n_heads:
-        raise gf.error(meta.key("attention.head_count"), f"does not divide embedding_length ({d})")
-    d_head = d // n_heads
-    for name in ("attention.key_length", "attention.value_length"):
-        meta.agrees(name, d_head, "only embedding_length / head_count is supported:")
-    ctx = meta.integer("context_length")
-    if ctx > MAX_CONTEXT_LENGTH:
-        raise gf.error(meta.key("context_length"), f"more positions than this app builds ({MAX_CONTEXT_LENGTH:,})")
-    d_mlp = meta.integer("feed_forward_length")
-    theta = _check_rope(meta, d_head)
+    n = _sizes(meta, keys, emb)
+    theta = _check_rope(meta, n.d // n.n_heads)
     eps = gf.number(meta.key("attention.layer_norm_rms_epsilon"))
     if eps is None:
         raise fail(gf.path, f"{meta.key('attention.layer_norm_rms_epsilon')} is missing")
     biases = {"qkv": keys.has("blk.0.attn_q.bias"), "o": keys.has("blk.0.attn_output.bias"),
               "mlp": keys.has("blk.0.ffn_up.bias")}
-    shapes = {"norm": (d,), "q": (n_heads * d_head, d), "kv": (n_kv * d_head, d), "o": (d, n_heads * d_head),
-              "mlp_in": (d_mlp, d), "mlp_out": (d, d_mlp)}
     ours: dict[str, torch.Tensor] = {"tok_emb.weight": emb}
-    for i in range(n_layers):
-        ours.update(_layer(keys, arch, i, shapes, biases, (n_heads, n_kv)))
-    ours["ln_f.weight"] = keys.take("output_norm.weight", (d,))
-    head = keys.take_opt("output.weight", (vocab, d))
+    for i in range(n.n_layers):
+        ours.update(_layer(keys, arch, i, n.shapes, biases, {"attn_q": n.n_heads, "attn_k": n.n_kv}))
+    ours["ln_f.weight"] = keys.take("output_norm.weight", (n.d,))
+    head = keys.take_opt("output.weight", (n.vocab, n.d))
     if head is not None:
         ours["unembed.weight"] = head
     keys.finish()
     config = make_config(
-        gf.path, vocab_size=vocab, context_length=ctx, d_model=d, n_heads=n_heads, n_kv_heads=n_kv,
-        n_layers=n_layers, d_mlp=d_mlp, positional="rope", rope_theta=theta, rope_pairs="halves",
+        gf.path, vocab_size=n.vocab, context_length=n.ctx, d_model=n.d, n_heads=n.n_heads, n_kv_heads=n.n_kv,
+        n_layers=n.n_layers, d_mlp=n.d_mlp, positional="rope", rope_theta=theta, rope_pairs="halves",
         norm="rmsnorm", norm_bias=False, norm_eps=eps, mlp="swiglu", qkv_bias=biases["qkv"],
         o_bias=biases["o"], mlp_bias=biases["mlp"], tied_unembed=head is None,
     )
