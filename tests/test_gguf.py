@@ -280,3 +280,14 @@ def test_the_bounded_reader_reads_what_the_packages_reader_reads(path):
     for a, b in zip(ours.tensors, theirs.tensors, strict=True):
         assert (a.name, a.tensor_type, a.n_bytes, a.data_offset) == (b.name, b.tensor_type, b.n_bytes, b.data_offset)
         assert np.array_equal(a.shape, b.shape) and np.array_equal(a.data, b.data) and a.data.dtype == b.data.dtype
+
+
+def test_a_model_folder_with_a_gguf_file_but_no_weights_says_to_open_that_file(tmp_path):
+    folder = tmp_path / "Qwen2.5-0.5B-GGUF"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    for name in ("model-Q8_0.gguf", "model-F16.gguf"):
+        (folder / name).write_bytes(gguf_file(QWEN2, "F16").read_bytes())
+    _refused(folder, r"no weights: looked for .*; a GGUF file is a model by itself: open model-F16.gguf "
+                     r"\(or the other one\)$")
+    assert load_any(folder / "model-F16.gguf").source_format == "gguf-qwen2"

@@ -44,7 +44,8 @@ class Checkpoint:
                                    for a foreign model where it came from, and any ``note`` on it.
     source_format : str            ``"transformer-explorer"`` or the foreign format it was read from
                                    (``"nanogpt"``, ``"llms-from-scratch"``, ``"hf-gpt2"``,
-                                   ``"hf-gpt-neo"``, ``"hf-llama"``, ``"hf-mistral"``).
+                                   ``"hf-gpt-neo"``, ``"hf-llama"``, ``"hf-mistral"``, ``"gguf-llama"``,
+                                   ``"gguf-qwen2"``).
     vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
                                    by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
     origin : str or None           what was opened when it is not ``path`` itself: ``hf:REPO_ID[@REVISION]``
