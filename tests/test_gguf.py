@@ -283,11 +283,11 @@ def test_the_bounded_reader_reads_what_the_packages_reader_reads(path):
 
 
 def test_a_model_folder_with_a_gguf_file_but_no_weights_says_to_open_that_file(tmp_path):
-    folder = tmp_path / "Qwen2.5-0.5B-GGUF"
+    folder = tmp_path / "TinyLlama-GGUF"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
     for name in ("model-Q8_0.gguf", "model-F16.gguf"):
-        (folder / name).write_bytes(gguf_file(QWEN2, "F16").read_bytes())
+        (folder / name).write_bytes(gguf_file(LLAMA, name.removeprefix("model-").removesuffix(".gguf")).read_bytes())
     _refused(folder, r"no weights: looked for .*; a GGUF file is a model by itself: open model-F16.gguf "
                      r"\(or the other one\)$")
-    assert load_any(folder / "model-F16.gguf").source_format == "gguf-qwen2"
+    assert load_any(folder / "model-F16.gguf").source_format == "gguf-llama"
