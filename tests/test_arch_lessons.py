@@ -62,9 +62,10 @@ def test_rope_scores_do_not_change_when_every_position_moves(fixtures, name):
         c = rope.shift_check(model, ids, s)
         assert c.positional == "rope" and c.shift == s and c.unchanged, (s, c.max_abs_delta)
         assert c.max_abs_delta < 1e-5 and c.max_abs_score > 1  # a real score, unchanged to float32 noise
-        assert c.trace_delta < 1e-6  # the scores at positions 0.. are the model's own forward pass's
         assert "depends only on the offset i − j" in c.sentence
-    moved = rope.layer0_scores(model, ids, 7)[0]
+    own = model.trace(ids).blocks[0]  # the scores at positions 0.. are the model's own trace's
+    np.testing.assert_array_equal(c.scores, np.where(own.attn_mask, own.attn_scores, np.nan))
+    moved = rope.layer0_scores(model, ids, 7)
     np.testing.assert_allclose(moved, c.scores, atol=1e-5, equal_nan=True)
 
 

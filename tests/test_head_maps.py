@@ -74,11 +74,13 @@ def test_head_scores_computed_only_for_new_rows_equal_the_whole_head(model, seed
 
 def test_head_scores_of_a_row_with_no_finite_score_give_the_neutral_levels():
     from model.tracing.records import LayerTrace
+    from model.tracing.schema import HEADS, LAYER, MASK, ROWS, SQUARE
 
     T = 3
-    inf = np.full((1, T, 2), np.nan, np.float32)  # q, k all NaN: every score NaN
-    lt = LayerTrace(*[np.zeros((T, 2), np.float32)] + [inf] * 5 + [np.tril(np.ones((T, T), bool))]
-                    + [np.zeros((1, T, T), np.float32), inf] + [np.zeros((T, 2), np.float32)] * 5)
+    nan = np.full((1, T, 2), np.nan, np.float32)  # q, k all NaN: every score NaN
+    by_kind = {ROWS: np.zeros((T, 2), np.float32), HEADS: nan, MASK: np.tril(np.ones((T, T), bool)),
+               SQUARE: np.zeros((1, T, T), np.float32)}
+    lt = LayerTrace({row.attr: by_kind[row.kind] for row in LAYER if not row.lazy})
     scores, levels = HeadScores().update(lt, 0, 0)
     assert np.isnan(scores[np.tril(np.ones((T, T), bool))]).all() and levels == (-1.0, 1.0)
 

@@ -1,5 +1,6 @@
 """The transformer and its trace: shapes, attention invariants, exact agreement, cropping."""
 
+import copy
 import itertools
 
 import numpy as np
@@ -280,3 +281,67 @@ def test_state_dict_shapes_match_a_built_model(overrides):
     config = GPTConfig(**{**TINY.to_dict(), **overrides})
     built = {k: tuple(v.shape) for k, v in GPT(config).state_dict().items()}
     assert GPT.state_dict_shapes(config) == built
+
+
+@pytest.mark.parametrize("norm", [dict(), dict(norm_bias=False), dict(norm="rmsnorm", norm_bias=False)])
+def test_a_frozen_norm_is_the_norm_at_its_input_and_linear_elsewhere(norm):
+    model = make_model(GPTConfig(**{**TINY.to_dict(), **norm}), seed=3)
+    ln = model.blocks[1].ln1
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+    x = np.random.default_rng(0).normal(size=(5, 16)) * 3 + 1  # (T, d_model), float64
+    frozen = ln.frozen(x)
+    with torch.no_grad():
+        want = copy.deepcopy(ln).double()(torch.from_numpy(x)).numpy()
+    shift = 0 if frozen.shift is None else frozen.shift
+    np.testing.assert_allclose(frozen.linear(x) + shift, want, atol=1e-12)
+    a, b = x[::-1].copy(), np.ones_like(x)  # other inputs: parts add up, with x's scale
+    np.testing.assert_allclose(frozen.linear(a) + frozen.linear(b), frozen.linear(a + b), atol=1e-12)
+    u = np.arange(16.0)
+    np.testing.assert_allclose((frozen.linear(a) * u).sum(-1), (a * frozen.direction(u)).sum(-1), atol=1e-10)
+    assert frozen.centred == ("norm" not in norm) and (frozen.shift is None) == bool(norm)
+
+
+def test_final_logits_are_what_follows_the_last_block(model):
+    tr = model.trace([3, 1, 4, 1])
+    with torch.no_grad():
+        got = model.final_logits(torch.from_numpy(tr.blocks[-1].resid_post.copy()))
+    np.testing.assert_allclose(got.numpy(), tr.logits, atol=1e-6)
+    assert model.unembed_weight is model.tok_emb.weight
+
+
+def test_head_weights_of_some_projections_are_those_of_all():
+    attn = make_model(GPTConfig(**{**TINY.to_dict(), "n_kv_heads": 1, "qkv_bias": True})).blocks[0].attn
+    every, some = attn.head_weights(), attn.head_weights(["W_O", "b_V"])
+    assert set(some) == {"W_O", "b_V"} and set(every) == {f"{p}_{x}" for p in "Wb" for x in "QKVO"}
+    for name, a in some.items():
+        np.testing.assert_array_equal(a, every[name])
+    assert every["W_K"].shape == (1, 16, 8) and every["W_O"].shape == (2, 8, 16)
+    np.testing.assert_array_equal(every["W_O"][1], attn.W_O.weight.detach().numpy()[:, 8:].T)  # head 1's rows of z
+    every["W_Q"][0, 0, 0] += 1  # a copy: the model is untouched
+    assert attn.head_weights()["W_Q"][0, 0, 0] != every["W_Q"][0, 0, 0]
+    with pytest.raises(ValueError, match="W_X"):
+        attn.head_weights(["W_X"])
+
+
+@pytest.mark.parametrize("positional", ["learned", "rope"])
+def test_a_trace_can_start_at_a_later_position(positional):
+    model = make_model(GPTConfig(**{**TINY.to_dict(), "positional": positional}))
+    ids = [5, 3, 8]
+    late = model.trace(ids, start_position=4)
+    assert late.start_position == 4 and late.n_tokens == 3 and late._reuse is None
+    base = model.trace(ids)
+    if positional == "learned":  # x_i = e_i + p_(4+i)
+        np.testing.assert_array_equal(late.pos, model.pos_emb.weight[4:7].detach().numpy())
+        assert np.abs(late.logits - base.logits).max() > 1e-3
+    else:  # RoPE: the scores depend on i - j only; q and k turned by (4 + i) θ
+        for a, b in zip(late.blocks, base.blocks):
+            np.testing.assert_allclose(a.attn_scores, b.attn_scores, atol=1e-5)
+            np.testing.assert_array_equal(a.q_pre_rope, b.q_pre_rope)
+        assert np.abs(late.blocks[0].q - base.blocks[0].q).max() > 1e-3
+    cropped = model.trace(list(range(1, 10)), start_position=6)  # 8 positions: 2 left
+    assert cropped.token_ids.tolist() == [8, 9] and cropped.dropped == 7
+    assert model.trace(ids, start_position=4, reuse=base).reused_rows == 0
+    for bad in (-1, 8, 1.5):
+        with pytest.raises(ValueError, match="start_position"):
+            model.trace(ids, start_position=bad)

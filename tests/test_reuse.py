@@ -209,7 +209,7 @@ def test_scores_computed_on_demand_are_the_model_scores():
     tr = model.trace(ids, reuse=model.trace(ids[:5], reuse=model.trace([])))
     assert tr.reused_rows == 5
     for got, want in zip(tr.blocks, full.blocks):
-        assert got._attn_scores is None and want._attn_scores is not None
+        assert not got.attn_scores_ready and want.attn_scores_ready
         for h in range(got.n_heads):
             np.testing.assert_allclose(got.head_attn_scores(h), want.attn_scores[h], atol=1e-6)
         np.testing.assert_allclose(got.attn_scores, want.attn_scores, atol=1e-6)

@@ -48,18 +48,11 @@ def trace_npz_arrays(trace: Trace, tokens) -> dict[str, np.ndarray]:
 
 
 def trace_npz_bytes(trace: Trace) -> int:
-    """The bytes of every tensor of the trace (``trace.named()``'s), found from the shapes:
-    ``attn_scores`` and ``probs``, which a trace made with reuse computes on first use, are not
-    computed (at T = 1,024 a GPT-2-sized trace's are 800 MB and two seconds of work)."""
-    total = 0
-    for name in trace.names():
-        if name.endswith(".attn_scores"):  # the shape and dtype of the layer's weights
-            total += trace.blocks[int(name.split(".")[1])].attn_weights.nbytes
-        elif name == "probs":
-            total += trace.logits.nbytes
-        else:
-            total += trace[name].nbytes
-    return int(total)
+    """The bytes of every tensor of the trace (``trace.named()``'s), found from the shapes
+    (:meth:`model.Trace.nbytes`): ``attn_scores`` and ``probs``, which a trace made with reuse
+    computes on first use, are not computed (at T = 1,024 a GPT-2-sized trace's are 800 MB and
+    two seconds of work)."""
+    return sum(trace.nbytes(name) for name in trace.names())
 
 
 def write_trace_npz(path: str | os.PathLike, trace: Trace, tokens, progress: Progress | None = None) -> None:

@@ -24,7 +24,6 @@ local attention windows (GPT-Neo's local layers).
 from __future__ import annotations
 
 import math
-from collections.abc import Sized
 from typing import Sequence
 
 import numpy as np
@@ -32,8 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.core.components import RoPE, make_norm
+from model.core.components import MLP, RoPE, make_norm
 from model.core.config import GPTConfig
+from model.core.inputs import checked_ids
+from model.core.shapes import state_dict_shapes
 from model.tracing.records import Trace
 from model.tracing.reuse import origin, trace_reusing
 
@@ -48,6 +49,9 @@ class Attention(nn.Module):
     Which keys a query may see (:meth:`allowed_keys`), the factor the dot products are multiplied
     by (:attr:`scale`) and each head's weights (:meth:`head_weights`) are defined here once.
     """
+
+    #: The entries of :meth:`head_weights`.
+    HEAD_WEIGHTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
 
     def __init__(self, config: GPTConfig, layer: int = 0, device=None) -> None:
         super().__init__()
@@ -83,7 +87,8 @@ class Attention(nn.Module):
         return allowed
 
     def forward(
-        self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, cache=None
+        self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, cache=None,
+        offset: int = 0,
     ) -> torch.Tensor:
         """Attention output after W_O.
 
@@ -107,6 +112,9 @@ class Attention(nn.Module):
             ``cache.update(k, v)`` stores this call's and returns every position's,
             (B, n_kv_heads, start + T, d_head) each (a KVSlot for one sequence, B = 1;
             leave-one-out's prefix for a batch of masked copies, :mod:`model.explain.loo`).
+        offset : int
+            The whole sequence stands ``offset`` positions later (RoPE turns row r by position
+            offset + r; which keys a query sees does not change).
 
         Returns
         -------
@@ -119,7 +127,7 @@ class Attention(nn.Module):
         v = self.W_V(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
         q_pre, k_pre = q, k
         if self.rope is not None and rotate:
-            q, k = self.rope(q, start), self.rope(k, start)
+            q, k = self.rope(q, offset + start), self.rope(k, offset + start)
         k_new, v_new = k, v
         if cache is not None:
             k, v = cache.update(k, v)  # (1, n_kv_heads, start + T, d_head): every position so far
@@ -139,16 +147,26 @@ class Attention(nn.Module):
             head_out = intervene.head_out(self.layer, head_out)  # ablated heads zeroed
         B = head_out.shape[0]  # B' when one sequence (B = 1) meets a batch of B' key masks
         z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
-        if record is not None:
-            record.update(
-                q=q, k=k_new, v=v_new, q_pre_rope=q_pre, k_pre_rope=k_pre,
-                attn_mask=attn_mask if attn_mask.dim() == 2 else attn_mask[0, 0],
-                attn_scores=attn_scores, attn_weights=attn_weights, head_out=head_out,
-            )
+        if record is not None:  # the rows of model.tracing.schema.LAYER made here, batch axis first
+            record.update(q=q, k=k_new, v=v_new, q_pre_rope=q_pre, k_pre_rope=k_pre, attn_scores=attn_scores,
+                          attn_mask=attn_mask[None] if attn_mask.dim() == 2 else attn_mask[:1, 0],  # (1, T, start + T)
+                          attn_weights=attn_weights, head_out=head_out)
         return self.W_O(z)
 
-    def head_weights(self) -> dict[str, np.ndarray]:
+    def head_out_direction(self, d: np.ndarray) -> np.ndarray:
+        """A direction d (d_model,) of W_O's output, pulled back to each head: (n_heads, d_head)
+        float64 whose row h is W_O[h] d, so that head_out[h, i] · row h is head h's share of
+        (W_O's output at i, less its bias) · d (direct logit attribution's readout)."""
+        w = self.W_O.weight.detach().double().cpu()  # (d_model, n_heads * d_head)
+        return (w.t() @ torch.from_numpy(np.asarray(d, dtype=np.float64))).view(self.n_heads, self.d_head).numpy()
+
+    def head_weights(self, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Per-head weight matrices and biases, in the course's orientation (q_i = h_i W_Q + b_Q).
+
+        Parameters
+        ----------
+        names : sequence of str, optional
+            The entries wanted (all of :attr:`HEAD_WEIGHTS` by default).
 
         Returns
         -------
@@ -157,42 +175,26 @@ class Attention(nn.Module):
             ``W_O``: (n_heads, d_head, d_model); ``b_Q``: (n_heads, d_head), ``b_K``, ``b_V``:
             (n_kv_heads, d_head), ``b_O``: (d_model,), zeros where the model has no bias;
             float32 numpy copies.
+
+        Raises
+        ------
+        ValueError
+            For a name that is not one of :attr:`HEAD_WEIGHTS`.
         """
-        dh = self.d_head
+        want = self.HEAD_WEIGHTS if names is None else tuple(names)
+        if unknown := sorted(set(want) - set(self.HEAD_WEIGHTS)):
+            raise ValueError(f"no head weights named {unknown}; try {self.HEAD_WEIGHTS}")
         out = {}
-        for name, lin, n in (("Q", self.W_Q, self.n_heads), ("K", self.W_K, self.n_kv_heads),
-                             ("V", self.W_V, self.n_kv_heads)):
-            w = lin.weight.detach().float()  # (n * d_head, d_model)
-            out[f"W_{name}"] = w.view(n, dh, -1).transpose(1, 2).numpy().copy()  # (n, d_model, d_head)
-            b = lin.bias.detach().float() if lin.bias is not None else torch.zeros(n * dh)
-            out[f"b_{name}"] = b.view(n, dh).numpy().copy()
-        w_o = self.W_O.weight.detach().float()  # (d_model, n_heads * d_head)
-        out["W_O"] = w_o.t().reshape(self.n_heads, dh, -1).numpy().copy()  # (n_heads, d_head, d_model)
-        b_o = self.W_O.bias.detach().float() if self.W_O.bias is not None else torch.zeros(w_o.shape[0])
-        out["b_O"] = b_o.numpy().copy()
+        for p, lin, n in (("Q", self.W_Q, self.n_heads), ("K", self.W_K, self.n_kv_heads),
+                          ("V", self.W_V, self.n_kv_heads), ("O", self.W_O, self.n_heads)):
+            w = lin.weight.detach().float().cpu()  # (n * d_head, d_model); W_O: (d_model, n_heads * d_head)
+            if f"W_{p}" in want:  # (n, d_model, d_head); W_O (n_heads, d_head, d_model)
+                heads = w.t().reshape(n, self.d_head, -1) if p == "O" else w.view(n, self.d_head, -1).transpose(1, 2)
+                out[f"W_{p}"] = heads.clone(memory_format=torch.contiguous_format).numpy()
+            if f"b_{p}" in want:  # (n, d_head); b_O (d_model,)
+                b = lin.bias.detach().float().cpu() if lin.bias is not None else torch.zeros(w.shape[0])
+                out[f"b_{p}"] = (b if p == "O" else b.view(n, self.d_head)).clone().numpy()
         return out
-
-
-class MLP(nn.Module):
-    """Position-wise feed-forward, hidden width d_mlp.
-
-    ``"gelu"``: GELU(h W_in + b_in) W_out + b_out. ``"swiglu"``: (SiLU(h W_gate) ⊙ h W_in) W_out
-    (Shazeer 2020; Llama's gate, up and down projections are fc_gate, fc_in and fc_out).
-    """
-
-    def __init__(self, config: GPTConfig, device=None) -> None:
-        super().__init__()
-        d, d_mlp, bias = config.d_model, config.d_mlp, config.mlp_bias
-        self.fc_gate = nn.Linear(d, d_mlp, bias=bias, device=device) if config.mlp == "swiglu" else None
-        self.fc_in = nn.Linear(d, d_mlp, bias=bias, device=device)
-        self.fc_out = nn.Linear(d_mlp, d, bias=bias, device=device)
-        self.approximate = "none" if config.gelu == "exact" else "tanh"
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """(B, T, d_model) -> (B, T, d_model)."""
-        if self.fc_gate is not None:
-            return self.fc_out(F.silu(self.fc_gate(h)) * self.fc_in(h))
-        return self.fc_out(F.gelu(self.fc_in(h), approximate=self.approximate))
 
 
 class Block(nn.Module):
@@ -207,55 +209,26 @@ class Block(nn.Module):
 
     def forward(
         self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None,
-        cache=None,
+        cache=None, offset: int = 0,
     ) -> torch.Tensor:
         """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict.
 
         ``rows`` (a list of positions): only those rows are wanted after this block, so the MLP
-        runs on them alone and the result is (B, len(rows), d_model). ``cache``: see
+        runs on them alone and the result is (B, len(rows), d_model). ``cache``, ``offset``: see
         :meth:`Attention.forward`.
         """
         h1 = self.ln1(x)
-        attn_out = self.attn(h1, causal, rotate, record, intervene, cache)
+        attn_out = self.attn(h1, causal, rotate, record, intervene, cache, offset)
         if rows is not None:
             x, attn_out = x[:, rows], attn_out[:, rows]  # (B, len(rows), d_model)
         resid_mid = x + attn_out
         h2 = self.ln2(resid_mid)
         mlp_out = self.mlp(h2)
         resid_post = resid_mid + mlp_out
-        if record is not None:
-            record.update(
-                ln1=h1, attn_out=attn_out, resid_mid=resid_mid, ln2=h2, mlp_out=mlp_out,
-                resid_post=resid_post,
-            )
+        if record is not None:  # the rest of model.tracing.schema.LAYER
+            record.update(ln1=h1, attn_out=attn_out, resid_mid=resid_mid, ln2=h2, mlp_out=mlp_out,
+                          resid_post=resid_post)
         return resid_post
-
-
-def _one_sequence(token_ids) -> np.ndarray:
-    """``token_ids`` as a 1-D int64 array (a (1, T) batch as its one row).
-
-    Raises
-    ------
-    ValueError
-        For anything that is not one sequence of integers (see :meth:`GPT.trace`).
-    """
-    if isinstance(token_ids, torch.Tensor):
-        token_ids = token_ids.detach().cpu().numpy()
-    try:
-        ids = np.asarray(token_ids)
-    except ValueError:  # ragged: numpy refuses lists of different lengths
-        raise ValueError("trace() takes one sequence of token ids; got a nested list of different lengths") from None
-    if ids.ndim == 2 and ids.shape[0] == 1:
-        ids = ids[0]
-    if ids.ndim != 1:
-        what = (f"a batch of {ids.shape[0]} sequences, shape {tuple(ids.shape)}: trace each on its own"
-                if ids.ndim == 2 else f"an array of shape {tuple(ids.shape)}")
-        raise ValueError(f"trace() takes one sequence of token ids (shape (T,) or (1, T)); got {what}")
-    if ids.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if ids.dtype.kind not in "iu":
-        raise ValueError(f"token ids must be integers; got values of type {ids.dtype}")
-    return ids.astype(np.int64, copy=False)
 
 
 class GPT(nn.Module):
@@ -276,58 +249,20 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig, device=None) -> None:
         super().__init__()
         self.config = config
-        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model, device=device)
-        self.pos_emb = (
-            nn.Embedding(config.context_length, config.d_model, device=device) if config.has_pos_table else None
-        )
+        d, n_ctx = config.d_model, config.context_length
+        self.tok_emb = nn.Embedding(config.vocab_size, d, device=device)
+        self.pos_emb = nn.Embedding(n_ctx, d, device=device) if config.has_pos_table else None
         self.blocks = nn.ModuleList(Block(config, i, device) for i in range(config.n_layers))
         self.ln_f = make_norm(config, device)
-        self.unembed = (
-            None
-            if config.tied_unembed
-            else nn.Linear(config.d_model, config.vocab_size, bias=False, device=device)
-        )
+        self.unembed = None if config.tied_unembed else nn.Linear(d, config.vocab_size, bias=False, device=device)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith(("W_O.weight", "fc_out.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
 
-    @staticmethod
-    def state_dict_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
-        """The name and shape of every tensor in ``GPT(config).state_dict()``, without building it.
-
-        The checkpoint loader validates files against this (a test checks it against real models).
-        """
-        d, v, n, dh = config.d_model, config.vocab_size, config.context_length, config.d_head
-        shapes: dict[str, tuple[int, ...]] = {"tok_emb.weight": (v, d)}
-        if config.has_pos_table:
-            shapes["pos_emb.weight"] = (n, d)
-
-        def linear(name: str, d_in: int, d_out: int, bias: bool) -> None:
-            shapes[f"{name}.weight"] = (d_out, d_in)
-            if bias:
-                shapes[f"{name}.bias"] = (d_out,)
-
-        def norm(name: str) -> None:
-            shapes[f"{name}.weight"] = (d,)
-            if config.norm == "layernorm" and config.norm_bias:
-                shapes[f"{name}.bias"] = (d,)
-
-        for i in range(config.n_layers):
-            norm(f"blocks.{i}.ln1")
-            linear(f"blocks.{i}.attn.W_Q", d, config.n_heads * dh, config.qkv_bias)
-            for w in ("W_K", "W_V"):
-                linear(f"blocks.{i}.attn.{w}", d, config.n_kv_heads * dh, config.qkv_bias)
-            linear(f"blocks.{i}.attn.W_O", config.n_heads * dh, d, config.o_bias)
-            norm(f"blocks.{i}.ln2")
-            if config.mlp == "swiglu":
-                linear(f"blocks.{i}.mlp.fc_gate", d, config.d_mlp, config.mlp_bias)
-            linear(f"blocks.{i}.mlp.fc_in", d, config.d_mlp, config.mlp_bias)
-            linear(f"blocks.{i}.mlp.fc_out", config.d_mlp, d, config.mlp_bias)
-        norm("ln_f")
-        if not config.tied_unembed:
-            linear("unembed", d, v, False)
-        return shapes
+    #: The name and shape of every tensor of ``GPT(config).state_dict()``, without building it
+    #: (:func:`model.core.shapes.state_dict_shapes`).
+    state_dict_shapes = staticmethod(state_dict_shapes)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -341,12 +276,7 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self,
-        token_ids: torch.Tensor,
-        *,
-        positional_encoding: bool = True,
-        causal: bool = True,
-        interventions=None,
+        self, token_ids: torch.Tensor, *, positional_encoding: bool = True, causal: bool = True, interventions=None,
         positions: Sequence[int] | None = None,
     ) -> torch.Tensor:
         """Logits at every position (or at ``positions``).
@@ -381,21 +311,18 @@ class GPT(nn.Module):
         return logits[0] if squeeze else logits
 
     def _run(
-        self,
-        ids: torch.Tensor,
-        positional_encoding: bool,
-        causal: bool,
-        records: dict | None,
-        interventions=None,
-        positions: Sequence[int] | None = None,
-        caches: Sequence | None = None,
+        self, ids: torch.Tensor, positional_encoding: bool, causal: bool, records: dict | None, interventions=None,
+        positions: Sequence[int] | None = None, caches: Sequence | None = None, offset: int = 0,
     ) -> torch.Tensor:
         """The one forward path behind :meth:`forward` and :meth:`trace`. ids: (B, T).
 
         With ``caches`` (one :class:`model.tracing.rowstore.KVSlot` per block) ids are the positions
         start .. start + T - 1, after the ``start`` positions whose keys and values they hold.
+        ``offset`` moves every position later by that much (the positional table's rows and RoPE's
+        angles; :meth:`trace`'s ``start_position``). ``records`` gets the rows of
+        :mod:`model.tracing.schema`, each with its batch axis first.
         """
-        start = 0 if caches is None else caches[0].start
+        start = (0 if caches is None else caches[0].start) + offset
         T = ids.shape[1]
         if start + T > self.config.context_length:
             raise ValueError(
@@ -409,21 +336,31 @@ class GPT(nn.Module):
             pos = torch.zeros_like(tok[0])
             x = tok
         if records is not None:
-            records.update(tok=tok, pos=pos, x=x, blocks=[])
+            records.update(tok=tok, pos=pos[None], x=x, blocks=[])  # pos: (1, T, d_model), shared by the batch
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             layer = {} if records is not None else None
             rows = None if positions is None or i < last else list(positions)  # the last block: those rows only
             x = block(x, causal, positional_encoding, layer, interventions, rows,
-                      None if caches is None else caches[i])
+                      None if caches is None else caches[i], offset)
             if records is not None:
                 records["blocks"].append(layer)
         h = self.ln_f(x)
-        weight = self.tok_emb.weight if self.unembed is None else self.unembed.weight
-        logits = F.linear(h, weight)  # (B, T, vocab_size), or (B, P, vocab_size) at P positions
+        logits = F.linear(h, self.unembed_weight)  # (B, T, vocab_size), or (B, P, vocab_size) at P positions
         if records is not None:
-            records.update(ln_final=h)
+            records.update(ln_final=h, logits=logits)
         return logits
+
+    @property
+    def unembed_weight(self) -> torch.Tensor:
+        """The unembedding (vocab_size, d_model): the token-embedding table when tied (logits =
+        LN_f(x) unembed_weightᵀ)."""
+        return self.tok_emb.weight if self.unembed is None else self.unembed.weight
+
+    def final_logits(self, resid: torch.Tensor) -> torch.Tensor:
+        """What the model does after its last block, LN_f then the unembedding: a residual stream
+        (..., d_model) to logits (..., vocab_size) in nats (the logit lens passes earlier residuals)."""
+        return F.linear(self.ln_f(resid), self.unembed_weight)
 
     def rope_angles(self, T: int) -> np.ndarray | None:
         """RoPE's rotation angles (T, d_head/2) in radians for positions 0..T-1, or None without RoPE."""
@@ -432,13 +369,8 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def trace(
-        self,
-        token_ids: Sequence[int] | np.ndarray | torch.Tensor,
-        *,
-        positional_encoding: bool = True,
-        causal: bool = True,
-        interventions=None,
-        reuse: Trace | None = None,
+        self, token_ids: Sequence[int] | np.ndarray | torch.Tensor, *, positional_encoding: bool = True,
+        causal: bool = True, interventions=None, reuse: Trace | None = None, start_position: int = 0,
     ) -> Trace:
         """Run the model on one sequence and keep every intermediate.
 
@@ -465,6 +397,11 @@ class GPT(nn.Module):
             rounding (logits within 1e-5), and its arrays live in buffers shared with related
             traces (:mod:`model.tracing.reuse`). Weights changed through ``.data`` are not noticed:
             pass no ``reuse`` after changing weights that way.
+        start_position : int
+            The position of the first token (0 by default): the tokens stand at positions
+            start_position .. start_position + T - 1 for the positional table and RoPE, as if
+            after others they do not see (the positional lesson's shift test). At most
+            context_length - start_position ids are run. Such a trace is never reused.
 
         Returns
         -------
@@ -475,37 +412,24 @@ class GPT(nn.Module):
         Raises
         ------
         ValueError
-            When an id is outside [0, vocab_size), ``interventions`` names a head outside the
-            model or has a key mask of another size, or the input is not one sequence of
-            integers: a batch of several sequences (shape (B, T) with B > 1; a (1, T) batch is
-            taken as its one row), a single number, a nested or ragged list, floats, booleans or
-            strings.
+            When ``interventions`` names a head outside the model or has a key mask of another
+            size, or the input is not what :func:`model.core.inputs.checked_ids` takes (one
+            sequence of integer ids in [0, vocab_size), ``start_position`` in the window).
         TypeError
             When ``reuse`` is not a Trace.
         """
-        n_ctx = self.config.context_length
-        skipped = 0
-        flat = isinstance(token_ids, (list, tuple)) and not (token_ids and isinstance(token_ids[0], Sized))
-        if flat and len(token_ids) > n_ctx:
-            # Crop before converting: a pasted book is 10^5 ids, of which n_ctx are run.
-            skipped = len(token_ids) - n_ctx
-            token_ids = token_ids[skipped:]
-        ids = _one_sequence(token_ids)
-        dropped = max(0, ids.size - n_ctx)
-        ids = np.ascontiguousarray(ids[dropped:])  # checked in numpy: cheaper than in torch
-        dropped += skipped
-        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
-            bad = int(ids[(ids < 0) | (ids >= self.config.vocab_size)][0])
-            raise ValueError(f"token id {bad} is outside the vocabulary (0..{self.config.vocab_size - 1})")
+        ids, dropped = checked_ids(token_ids, self.config, start_position)
         device = self.tok_emb.weight.device
         iv = None if interventions is None or interventions.changes_nothing else interventions
         if iv is not None:
             iv.check(self.config, ids.size)
         uses_pe = positional_encoding and self.config.uses_position
-        if reuse is not None and iv is None:
+        if reuse is not None and iv is None and not start_position:
             return trace_reusing(self, ids, dropped, uses_pe, causal, reuse)
         rec: dict = {}
-        logits = self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec, iv)
+        self._run(torch.from_numpy(ids).to(device).unsqueeze(0), positional_encoding, causal, rec, iv,
+                  offset=int(start_position))
         scales = [block.attn.scale if iv is None else iv.multiplier(block.attn) for block in self.blocks]
-        return Trace.from_records(ids, dropped, uses_pe, causal, rec, logits, scales, interventions=iv,
-                                  origin=origin(self, uses_pe, causal, iv))
+        return Trace.from_records(self.config, ids, dropped, uses_pe, causal, rec, scales, interventions=iv,
+                                  origin=None if start_position else origin(self, uses_pe, causal, iv),
+                                  start_position=int(start_position))

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from model.tracing.records import Trace
 
@@ -52,33 +51,21 @@ class DirectLogitAttribution:
     logit: float
 
 
-def unembed_row(model, target: int) -> torch.Tensor:
+def unembed_row(model, target: int) -> np.ndarray:
     """u_t: (d_model,) float64, the unembedding row of ``target`` (tok_emb when tied)."""
-    weight = model.tok_emb.weight if model.unembed is None else model.unembed.weight  # (vocab_size, d_model)
-    return weight[target].detach().double()
+    return model.unembed_weight[target].detach().double().cpu().numpy()
 
 
 def frozen_norm_direction(model, resid: np.ndarray, target: int) -> tuple[np.ndarray, float | None]:
     """(d, shift): the direction d (d_model,) with LN_f(r)·u_t = r·d + shift for r near ``resid``.
 
     The final norm's scale is taken at ``resid`` (the residual at the position explained) and
-    frozen; d includes the centring for LayerNorm. shift is β·u_t (None without a shift).
+    frozen (:meth:`model.core.components.LayerNorm.frozen`); d includes the centring for
+    LayerNorm. shift is β·u_t (None without a shift).
     """
-    norm = model.ln_f
-    r = torch.tensor(resid, dtype=torch.float64)
+    ln_f = model.ln_f.frozen(resid)
     u = unembed_row(model, target)
-    gamma = norm.weight.detach().double()
-    eps = norm.eps
-    if isinstance(norm, torch.nn.LayerNorm):
-        sigma = torch.sqrt(r.var(unbiased=False) + eps)
-        w = gamma * u / sigma
-        d = w - w.mean()
-        bias = norm.bias
-        shift = float(bias.detach().double() @ u) if bias is not None else None
-    else:  # RMSNorm
-        rms = torch.sqrt(r.pow(2).mean() + eps)
-        d, shift = gamma * u / rms, None
-    return d.numpy(), shift
+    return ln_f.direction(u), (float(ln_f.shift @ u) if ln_f.shift is not None else None)
 
 
 def direct_logit_attribution(model, tr: Trace, position: int, target: int, n_sources: int) -> DirectLogitAttribution:
@@ -104,28 +91,27 @@ def direct_logit_attribution(model, tr: Trace, position: int, target: int, n_sou
     d, shift = frozen_norm_direction(model, final[position], target)
     ablated = tr.interventions.ablate if tr.interventions is not None else ()
     components: dict[str, float] = {"tok_emb": float(tr.tok[position].astype(np.float64) @ d)}
-    if tr.positional_encoding and model.pos_emb is not None:
+    if tr.positional_encoding and model.config.has_pos_table:
         components["pos_emb"] = float(tr.pos[position].astype(np.float64) @ d)
-    n_heads = model.config.n_heads
+    n_heads, cfg = model.config.n_heads, model.config
     per_head = np.zeros((len(tr.blocks), n_heads, n_sources))
     for li, (block, layer) in enumerate(zip(model.blocks, tr.blocks)):
-        attn = block.attn
-        ov_d = (attn.W_O.weight.detach().double().t() @ torch.from_numpy(d)).view(n_heads, -1).numpy()  # (n_heads, d_head)
-        b_v = (attn.W_V.bias.detach().double().view(attn.n_kv_heads, -1).numpy()
-               if attn.W_V.bias is not None else np.zeros((attn.n_kv_heads, attn.d_head)))
+        w = block.attn.head_weights(("b_V", "b_O"))
+        ov_d = block.attn.head_out_direction(d)  # (n_heads, d_head): W_O[h] d per head
+        b_v = w["b_V"].astype(np.float64)  # (n_kv_heads, d_head), zeros without value biases
         bias_part = 0.0
         for h in range(n_heads):
             if (li, h) in ablated:
                 continue
-            kv = attn.kv_head(h)
+            kv = block.attn.kv_head(h)
             a = layer.attn_weights[h, position, :n_sources].astype(np.float64)  # (S,)
             v = layer.v[kv, :n_sources].astype(np.float64) - b_v[kv]  # (S, d_head): v_j without its bias
             per_head[li, h] = a * (v @ ov_d[h])
             bias_part += a.sum() * float(b_v[kv] @ ov_d[h])
-        if attn.W_V.bias is not None:
+        if cfg.qkv_bias:
             components[f"blocks.{li}.attn.b_V"] = bias_part
-        if attn.W_O.bias is not None:
-            components[f"blocks.{li}.attn.b_O"] = float(attn.W_O.bias.detach().double().numpy() @ d)
+        if cfg.o_bias:
+            components[f"blocks.{li}.attn.b_O"] = float(w["b_O"].astype(np.float64) @ d)
         components[f"blocks.{li}.mlp"] = float(layer.mlp_out[position].astype(np.float64) @ d)
     if shift is not None:
         components["ln_f.bias"] = shift

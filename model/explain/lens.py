@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from model.tracing.records import Trace
 
@@ -69,10 +68,10 @@ def logit_lens(model, tr: Trace, position: int, target: int, top_k: int = 5) -> 
     resid = [tr.x[position]]
     for layer in tr.blocks:
         resid += [layer.resid_mid[position], layer.resid_post[position]]
-    w = model.tok_emb.weight if model.unembed is None else model.unembed.weight  # (vocab_size, d_model)
+    w = model.unembed_weight  # (vocab_size, d_model): for the device and dtype
     with torch.no_grad():
-        r = torch.from_numpy(np.stack(resid))  # (stages, d_model)
-        log_p = torch.log_softmax(F.linear(model.ln_f(r.to(w.device, w.dtype)), w).double().cpu(), dim=-1)
+        r = torch.from_numpy(np.stack(resid)).to(w.device, w.dtype)  # (stages, d_model)
+        log_p = torch.log_softmax(model.final_logits(r).double().cpu(), dim=-1)  # (stages, vocab_size)
         log_final = torch.log_softmax(torch.tensor(tr.logits[position], dtype=torch.float64), dim=-1)  # (vocab_size,)
         kl = (log_final.exp() * (log_final - log_p)).sum(-1).clamp_min(0.0)  # (stages,)
     k = max(0, min(int(top_k), w.shape[0]))

@@ -64,29 +64,6 @@ def score_terms_note(model, tr: Trace) -> str:
     return ""
 
 
-def _norm_parts(norm, e: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(t, s, c): the token part (T, d_model), position part (T, d_model) and constant (d_model,)
-    of norm(e + p) with the scale frozen per row."""
-    x = e + p
-    gamma = norm.weight.detach().double().numpy()
-    if isinstance(norm, torch.nn.LayerNorm):
-        inv = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + norm.eps)  # (T, 1): 1/σ_i
-        t = gamma * (e - e.mean(axis=-1, keepdims=True)) * inv
-        s = gamma * (p - p.mean(axis=-1, keepdims=True)) * inv
-        c = norm.bias.detach().double().numpy() if norm.bias is not None else np.zeros_like(gamma)
-    else:  # RMSNorm
-        inv = 1.0 / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + norm.eps)
-        t, s, c = gamma * e * inv, gamma * p * inv, np.zeros_like(gamma)
-    return t, s, c
-
-
-def _bias(linear, head: int, d_head: int) -> torch.Tensor:
-    """Rows head·d_head .. (head+1)·d_head of a linear's bias (zeros without one), float64."""
-    if linear.bias is None:
-        return torch.zeros(d_head, dtype=torch.float64)
-    return linear.bias.detach().double()[head * d_head:(head + 1) * d_head]
-
-
 def score_terms(model, tr: Trace, head: int = 0) -> ScoreTerms:
     """Split layer 0's scores of ``head`` into token and position terms.
 
@@ -114,15 +91,15 @@ def score_terms(model, tr: Trace, head: int = 0) -> ScoreTerms:
     if not 0 <= head < model.config.n_heads:
         raise ValueError(f"head {head} is out of range (0..{model.config.n_heads - 1})")
     block, layer = model.blocks[0], tr.blocks[0]
-    attn, kv = block.attn, block.attn.kv_head(head)
-    t, s, c = _norm_parts(block.ln1, tr.tok.astype(np.float64), tr.pos.astype(np.float64))
+    kv = block.attn.kv_head(head)
+    e, p = tr.tok.astype(np.float64), tr.pos.astype(np.float64)
+    ln1 = block.ln1.frozen(e + p)  # LN1 with each token's scale (1/σ_i, 1/rms_i) frozen
+    c = ln1.shift if ln1.shift is not None else np.zeros_like(ln1.gain)
     # Products in torch, not numpy: numpy's threaded BLAS stalls for milliseconds on a busy machine.
-    t, s, c = (torch.from_numpy(a) for a in (t, s, c))
-    dh = attn.d_head
-    W_Q = attn.W_Q.weight.detach().double()[head * dh:(head + 1) * dh].t()  # (d_model, d_head)
-    W_K = attn.W_K.weight.detach().double()[kv * dh:(kv + 1) * dh].t()  # (d_model, d_head)
-    b_Q = _bias(attn.W_Q, head, dh)
-    b_K = _bias(attn.W_K, kv, dh)
+    t, s, c = (torch.from_numpy(a) for a in (ln1.linear(e), ln1.linear(p), c))  # (T, d_model) twice, (d_model,)
+    w = block.attn.head_weights(("W_Q", "b_Q", "W_K", "b_K"))
+    W_Q, b_Q, W_K, b_K = (torch.from_numpy(w[name][i]).double() for name, i in
+                          (("W_Q", head), ("b_Q", head), ("W_K", kv), ("b_K", kv)))  # (d_model, d_head), (d_head,)
     qt, qs, qc = t @ W_Q, s @ W_Q, c @ W_Q + b_Q  # (T, d_head), (T, d_head), (d_head,)
     kt, ks, kc = t @ W_K, s @ W_K, c @ W_K + b_K
     scale = layer.attn_scale

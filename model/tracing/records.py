@@ -1,40 +1,21 @@
 """The trace: an immutable record of everything the model computed for one input.
 
-Every tensor of a trace also has a dotted name (``trace[name]``, ``trace.named()``, the .npz export,
-``python -m model.trace --json``), made from the model's module paths (``GPT.named_modules()``)
-as TransformerLens names its hooks: a module's output is named by the module's path, and a
-value computed inside a module is the module's path and the value's name. N is the block.
-
-=================================  =====================  ================================================
-dotted name                         Trace attribute        what
-=================================  =====================  ================================================
-``tok_emb``                         ``tok``                e_i, the token embedding's output
-``pos_emb``                         ``pos``                p_i, the positional table's output (zeros without one)
-``x``                               ``x``                  e_i + p_i, the first block's input
-``blocks.N.ln1``                    ``blocks[N].ln1``      LN1's output, the attention's input h
-``blocks.N.attn.q``, ``.k``, ``.v``  ``.q``, ``.k``, ``.v``  per head, as they enter the scores
-``blocks.N.attn.q_pre_rope``, ...   ``.q_pre_rope``, ...   h W_Q, h W_K before RoPE's rotation
-``blocks.N.attn.attn_mask``         ``.attn_mask``         True where query i may attend to key j
-``blocks.N.attn.attn_scores``       ``.attn_scores``       before softmax; ``attn_weights`` after
-``blocks.N.attn.head_out``          ``.head_out``          each head's Σ_j a_ij v_j
-``blocks.N.attn.W_O``               ``.attn_out``          W_O's output: the attention block's output
-``blocks.N.resid_mid``              ``.resid_mid``         x + attention output
-``blocks.N.ln2``                    ``.ln2``               LN2's output, the MLP's input
-``blocks.N.mlp.fc_out``             ``.mlp_out``           the MLP's last linear layer's output
-``blocks.N.resid_post``             ``.resid_post``        the block's output
-``ln_f``                            ``ln_final``           the final norm's output
-``logits``, ``probs``               ``logits``, ``probs``  next-token scores and their softmax
-=================================  =====================  ================================================
+Which tensors a trace holds, their attributes, shapes and dotted names (``trace[name]``,
+``trace.named()``, the .npz export, ``python -m model.trace --json``) are the rows of the schema,
+:mod:`model.tracing.schema`, written once: a :class:`LayerTrace` has an attribute per row of
+``schema.LAYER``, a :class:`Trace` one per row of ``schema.EMBEDDING`` and ``schema.FINAL``.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping, NamedTuple
 
 import numpy as np
 import torch
+
+from model.tracing.schema import EMBEDDING, FINAL, FULL, LAYER, Row, TraceSchema, attributes_doc, fill, part, schema_for
 
 
 def _frozen(t, batched: bool = True) -> np.ndarray:
@@ -47,64 +28,80 @@ def _frozen(t, batched: bool = True) -> np.ndarray:
     return a
 
 
-@dataclass(frozen=True)
-class LayerTrace:
-    """One block's intermediates. Shapes in config names; T is the number of tokens run.
+def _frozen_rows(rec: Mapping, rows: tuple[Row, ...]) -> dict[str, np.ndarray]:
+    """{attr: read-only array} of ``rows`` from a record dict of ``GPT._run`` (batch axis first in
+    each); a row recorded as its alias's very tensor shares the alias's array."""
+    out: dict[str, np.ndarray] = {}
+    for row in rows:
+        t = rec.get(row.attr)
+        if t is not None:
+            out[row.attr] = out[row.alias] if row.aliased_in(rec.get) else _frozen(t)
+    return out
+
+
+class _ReadOnly:
+    """Attributes are set once, when the record is made."""
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name!r}")
+
+
+class LayerTrace(_ReadOnly):
+    """One block's intermediates, one read-only attribute per row of :data:`model.tracing.schema.LAYER`.
+    Shapes in config names; T is the number of tokens run.
+
+    Parameters
+    ----------
+    arrays : mapping of str to ndarray
+        The block's arrays by attribute, for every row of ``recorded`` (``attn_scores`` may be
+        left out: it is then computed from q and k on first use).
+    attn_scale : float
+        What q_i.k_j was multiplied by: 1/sqrt(d_head), or 1 (GPT-Neo).
+    recorded : tuple of Row
+        The rows this block's config has (``schema_for(config).layer``); a row it lacks is its
+        alias's array (``q_pre_rope`` is ``q`` without RoPE) or None.
+
+    Raises
+    ------
+    KeyError
+        When a recorded row other than attn_scores has no array.
+
+    Notes
+    -----
+    attn_scores are what the softmax received. A trace made without ``reuse`` keeps them as the
+    model computed them; one made with ``reuse`` keeps q and k only and computes the scores on
+    first use (the same product, equal up to float rounding; 144 maps of 1,024 x 1,024, GPT-2
+    small's, are 600 MB that no view needs all at once). :meth:`head_attn_scores` computes one
+    head's; :attr:`attn_scores_ready` says whether it costs nothing.
 
     Attributes
     ----------
-    ln1 : (T, d_model)        LN1 output, the attention's input h.
-    q : (n_heads, T, d_head)  queries as they enter the scores (rotated, for a RoPE model).
-    k, v : (n_kv_heads, T, d_head)  keys (rotated for RoPE) and values; query head h reads
-                              key/value head :meth:`kv_head` (h) (n_kv_heads < n_heads: grouped-query).
-    q_pre_rope : (n_heads, T, d_head)     h W_Q before the rotation (the same array as q without RoPE).
-    k_pre_rope : (n_kv_heads, T, d_head)  h W_K before the rotation (the same array as k without RoPE).
-    attn_mask : (T, T) bool   True where query i may attend to key j (causal mask, window).
-    attn_scores : (n_heads, T, T)   attn_scale * q_i.k_j, -inf where attn_mask is False: what the
-                              softmax received. A trace made without ``reuse`` keeps them as the
-                              model computed them; one made with ``reuse`` keeps q and k only and
-                              computes the scores on first use (the same product, equal up to
-                              float rounding; 144 maps of 1,024 x 1,024, GPT-2 small's, are 600 MB
-                              that no view needs all at once). :meth:`head_attn_scores` computes
-                              one head's; :attr:`attn_scores_ready` says whether it costs nothing.
-    attn_weights : (n_heads, T, T)  softmax of attn_scores over keys; rows sum to 1, in [0, 1].
-    head_out : (n_heads, T, d_head) each head's out_i = sum_j a_ij v_j.
-    attn_out : (T, d_model)   heads concatenated, times W_O (plus its bias).
-    resid_mid : (T, d_model)  x + attn_out.
-    ln2 : (T, d_model)        LN2 output, the MLP's input.
-    mlp_out : (T, d_model)
-    resid_post : (T, d_model) the block's output, resid_mid + mlp_out.
-    attn_scale : float        what q_i.k_j was multiplied by: 1/sqrt(d_head), or 1 (GPT-Neo).
+    attn_scale : float
+    recorded : tuple of Row
     """
 
-    ln1: np.ndarray
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
-    q_pre_rope: np.ndarray
-    k_pre_rope: np.ndarray
-    attn_mask: np.ndarray
-    attn_weights: np.ndarray
-    head_out: np.ndarray
-    attn_out: np.ndarray
-    resid_mid: np.ndarray
-    ln2: np.ndarray
-    mlp_out: np.ndarray
-    resid_post: np.ndarray
-    attn_scale: float = 1.0
-    _attn_scores: np.ndarray | None = field(default=None, repr=False, compare=False)
+    def __init__(self, arrays: Mapping[str, np.ndarray], attn_scale: float = 1.0,
+                 recorded: tuple[Row, ...] = LAYER) -> None:
+        fill(self, LAYER, recorded, arrays)
+        object.__setattr__(self, "attn_scale", float(attn_scale))
+        object.__setattr__(self, "recorded", recorded)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{row.attr}={getattr(self, row.attr).shape}" for row in self.recorded if not row.lazy)
+        return f"LayerTrace({shapes}, attn_scale={self.attn_scale:.4g})"
 
     @functools.cached_property
     def attn_scores(self) -> np.ndarray:
         """(n_heads, T, T) float32, read-only: the kept scores, or computed from q and k once."""
-        if self._attn_scores is not None:
-            return self._attn_scores
         return scores_from(self.q, self.k, self.attn_mask, self.attn_scale)
 
     @property
     def attn_scores_ready(self) -> bool:
         """True when :attr:`attn_scores` costs nothing: kept, or computed before."""
-        return self._attn_scores is not None or "attn_scores" in self.__dict__
+        return "attn_scores" in self.__dict__
 
     def head_attn_scores(self, head: int) -> np.ndarray:
         """(T, T) attn_scores of query head ``head``; computes only that head's when the layer's
@@ -122,6 +119,9 @@ class LayerTrace:
     def kv_head(self, head: int) -> int:
         """The key/value head (a row of k and v) that query head ``head`` reads."""
         return int(head) // (self.q.shape[0] // self.k.shape[0])
+
+
+LayerTrace.__doc__ = LayerTrace.__doc__.rstrip() + "\n" + attributes_doc(LAYER) + "\n"
 
 
 def scores_from(q: np.ndarray, k: np.ndarray, attn_mask: np.ndarray, scale: float) -> np.ndarray:
@@ -150,44 +150,6 @@ def scores_from(q: np.ndarray, k: np.ndarray, attn_mask: np.ndarray, scale: floa
     out = scores.numpy()
     out.setflags(write=False)
     return out
-
-
-# Dotted name of each LayerTrace field, relative to ``blocks.N`` (the table in the module docstring).
-_LAYER_NAMES = {
-    "ln1": "ln1",
-    "q": "attn.q",
-    "k": "attn.k",
-    "v": "attn.v",
-    "q_pre_rope": "attn.q_pre_rope",
-    "k_pre_rope": "attn.k_pre_rope",
-    "attn_mask": "attn.attn_mask",
-    "attn_scores": "attn.attn_scores",
-    "attn_weights": "attn.attn_weights",
-    "head_out": "attn.head_out",
-    "attn_out": "attn.W_O",
-    "resid_mid": "resid_mid",
-    "ln2": "ln2",
-    "mlp_out": "mlp.fc_out",
-    "resid_post": "resid_post",
-}
-
-
-_FIELD_OF = {name: field for field, name in _LAYER_NAMES.items()}  # and back
-
-
-def _layer_trace(layer: dict, scale: float) -> LayerTrace:
-    """One LayerTrace from a block's record dict; q/k before rotation share q/k's array without RoPE."""
-    arrays: dict = {}
-    for name in _LAYER_NAMES:
-        same = {"q_pre_rope": "q", "k_pre_rope": "k"}.get(name)
-        if same is not None and layer[name] is layer[same]:
-            arrays[name] = arrays[same]
-        elif name == "attn_mask":
-            arrays[name] = _frozen(layer[name], batched=False)
-        else:
-            arrays[name] = _frozen(layer[name])
-    arrays["_attn_scores"] = arrays.pop("attn_scores")
-    return LayerTrace(**arrays, attn_scale=float(scale))
 
 
 @dataclass(frozen=True)
@@ -220,33 +182,46 @@ class NonFinite:
                 f"{self.size:,} are {kind})")
 
 
-def _bad_mask(name: str, a: np.ndarray) -> np.ndarray | None:
-    """Where ``a`` is NaN or infinite (in attn_scores: NaN or +inf), or None when nowhere.
+def _bad_mask(a: np.ndarray, masked: bool = False) -> np.ndarray | None:
+    """Where ``a`` is NaN or infinite (``masked``, as attn_scores: NaN or +inf), or None when nowhere.
 
     Reductions first (no temporary array): max is NaN when any value is NaN and +inf when any is.
     """
     if a.size == 0:
         return None
-    if name.endswith("attn_scores"):  # -inf = masked (the causal mask, or any other)
+    if masked:  # -inf = masked (the causal mask, or any other)
         return None if a.max() < np.inf else (np.isnan(a) | np.isposinf(a))
     if np.isfinite(a.min()) and np.isfinite(a.max()):
         return None
     return ~np.isfinite(a)
 
 
-_HEAD_ROWS = ("q", "k", "v", "q_pre_rope", "k_pre_rope", "head_out", "attn_scores", "attn_weights")
+class _Entry(NamedTuple):
+    """One tensor of a trace: its dotted name, its schema row, the record that holds it, its block."""
 
+    name: str
+    row: Row
+    owner: Any
+    layer: int | None
 
-def _rows_from(name: str, a: np.ndarray, start: int) -> np.ndarray:
-    """Rows (positions) start.. of the tensor with this dotted name (axis 1 of per-head tensors)."""
-    if not start:
-        return a
-    return a[:, start:] if name.rsplit(".", 1)[-1] in _HEAD_ROWS else a[start:]
+    def get(self) -> np.ndarray:
+        """The array (a lazy row is computed now, once)."""
+        return getattr(self.owner, self.row.attr)
+
+    def like(self) -> np.ndarray:
+        """The array, or for a lazy row the stored one of its shape (``Row.like``), never computing."""
+        return getattr(self.owner, self.row.like or self.row.attr)
 
 
 @dataclass(frozen=True)
 class Trace:
     """Everything the model computed for one sequence: batch axis removed, float32 numpy, CPU.
+
+    Every array is also reachable by a dotted name, its place in the model's module tree
+    (``trace["blocks.0.attn.attn_weights"]``, ``trace["blocks.0.attn.W_O"]`` for ``attn_out``;
+    the table is :mod:`model.tracing.schema`); :meth:`names` lists them. probs are computed on
+    first use (the app draws from logits, and softmax over the vocabulary would be a tenth of a
+    trace's time).
 
     Attributes
     ----------
@@ -254,40 +229,32 @@ class Trace:
     dropped : int                 how many leading ids were cropped away (0 if none).
     positional_encoding : bool    whether x_i = e_i + p_i (True) or x_i = e_i (False) was used.
     causal : bool                 whether the causal mask was applied.
-    tok : (T, d_model)            token-embedding rows e_i.
-    pos : (T, d_model)            positional rows p_i (zeros when not used).
-    x : (T, d_model)              the first block's input, e_i + p_i.
     blocks : tuple of LayerTrace  one per layer.
-    ln_final : (T, d_model)       final LayerNorm output.
-    logits : (T, vocab_size)      next-token scores at every position (nats before softmax).
-    probs : (T, vocab_size)       softmax(logits), rows sum to 1 (computed on first use: the app
-                                  draws from logits, and softmax over the vocabulary would be
-                                  a tenth of a trace's time).
     interventions : Interventions or None   the what-if changes this trace ran with
                                   (:mod:`model.core.interventions`; None: the plain model).
     reused_rows : int             rows 0 .. reused_rows - 1 of every tensor were taken from the
                                   trace passed as ``GPT.trace(..., reuse=)``; the model computed
                                   positions reused_rows .. T-1 (0: everything was computed).
-
-    Every array is also reachable by a dotted name, its place in the model's module tree
-    (``trace["blocks.0.attn.attn_weights"]``, ``trace["blocks.0.attn.W_O"]`` for ``attn_out``; the
-    table is in this module's docstring); :meth:`names` lists them.
+    start_position : int          the position of the first token run (0 unless the trace was made
+                                  with ``GPT.trace(..., start_position=)``).
+    schema : TraceSchema          the rows this trace holds (those its model's config has).
     """
 
     token_ids: np.ndarray
     dropped: int
     positional_encoding: bool
     causal: bool
-    tok: np.ndarray
-    pos: np.ndarray
-    x: np.ndarray
     blocks: tuple[LayerTrace, ...]
-    ln_final: np.ndarray
-    logits: np.ndarray
+    _arrays: Mapping[str, np.ndarray] = field(repr=False, compare=False)  # the model-level rows by attribute
+    schema: TraceSchema = field(default=FULL, repr=False, compare=False)
     interventions: object = None
     reused_rows: int = 0
+    start_position: int = 0
     _reuse: Any = field(default=None, repr=False, compare=False)  # model.tracing.reuse.Origin: where the rows live
     _finite_rows: int = field(default=0, repr=False, compare=False)  # leading rows known to be finite
+
+    def __post_init__(self) -> None:
+        fill(self, EMBEDDING + FINAL, self.schema.model, self._arrays)
 
     @functools.cached_property
     def probs(self) -> np.ndarray:
@@ -301,86 +268,83 @@ class Trace:
 
         A model with huge but finite weights can overflow: q_i.k_j beyond float32's 3.4e38 is
         inf, and the softmax of a row with inf is NaN, which then spreads to every later tensor.
-        ``probs`` is not checked (it is finite exactly when the logits are). Costs one pass over
-        every tensor (about 0.1 s for a GPT-2-small-sized trace of 1,024 tokens); a trace that
-        reused the rows of one whose ``nonfinite`` was None checks only its new rows.
+        A row computed on first use (attn_scores, probs) is checked only when the row its bad
+        values would show in (``Row.like``: attn_weights, logits) is not finite, and so computed
+        only then. Costs one pass over every tensor (about 0.1 s for a GPT-2-small-sized trace of
+        1,024 tokens); a trace that reused the rows of one whose ``nonfinite`` was None checks
+        only its new rows.
         """
         start = self._finite_rows
-        for name, get in self._entries():
-            if name.endswith("attn_scores") and not self.blocks[int(name.split(".")[1])].attn_scores_ready:
-                # Not kept (a trace that reused rows): scores that are NaN or +inf make their
-                # softmax rows NaN, so they need computing only when the weights are not finite.
-                weights = self.blocks[int(name.split(".")[1])].attn_weights
-                if _bad_mask("attn_weights", _rows_from("attn_weights", weights, start)) is None:
-                    continue
-            a = get()
-            part = _rows_from(name, a, start)
-            bad = _bad_mask(name, part)
+        for e in self._entries():
+            if e.row.lazy and _bad_mask(part(e.row.kind, e.like(), start)) is None:
+                continue  # a NaN or +inf in it would show in its ``like`` row
+            a = e.get()
+            rows = part(e.row.kind, a, start)
+            bad = _bad_mask(rows, e.row.masked)
             if bad is not None:
-                parts = name.split(".")
-                layer = int(parts[1]) if parts[0] == "blocks" else None
-                tensor = _FIELD_OF[".".join(parts[2:])] if layer is not None else name  # attn.W_O -> attn_out
-                return NonFinite(name, layer, tensor, int(np.count_nonzero(bad)), int(a.size),
-                                 bool(np.isnan(part).any()))
+                return NonFinite(e.name, e.layer, e.row.attr if e.layer is not None else e.name,
+                                 int(np.count_nonzero(bad)), int(a.size), bool(np.isnan(rows).any()))
         return None
 
     @classmethod
     def from_records(
-        cls, token_ids, dropped, positional_encoding, causal, rec, logits, scales=None, interventions=None,
-        origin=None,
+        cls, config, token_ids, dropped, positional_encoding, causal, rec, scales=None, interventions=None,
+        origin=None, start_position: int = 0,
     ) -> "Trace":
-        """Build a trace from the dict of torch tensors that ``GPT._run`` fills (``scales``: each
-        layer's attn_scale; ``origin``: what a later trace needs to reuse this one's rows)."""
+        """Build a trace from the dict of torch tensors that ``GPT._run`` fills for a model with
+        ``config`` (``scales``: each layer's attn_scale; ``origin``: what a later trace needs to
+        reuse this one's rows). Raises KeyError when the record lacks a row of the config's schema."""
         ids = np.asarray(token_ids, dtype=np.int64).copy()
         ids.setflags(write=False)
+        sch = schema_for(config)
         scales = scales or [1.0] * len(rec["blocks"])
-        layers = tuple(_layer_trace(layer, scale) for layer, scale in zip(rec["blocks"], scales))
-        pos = rec["pos"]
-        return cls(
-            token_ids=ids,
-            dropped=int(dropped),
-            positional_encoding=bool(positional_encoding),
-            causal=bool(causal),
-            tok=_frozen(rec["tok"]),
-            pos=_frozen(pos.unsqueeze(0)),
-            x=_frozen(rec["x"]),
-            blocks=layers,
-            ln_final=_frozen(rec["ln_final"]),
-            logits=_frozen(logits),
-            interventions=interventions,
-            _reuse=origin,
-        )
+        layers = tuple(LayerTrace(_frozen_rows(layer, sch.layer), scale, sch.layer)
+                       for layer, scale in zip(rec["blocks"], scales))
+        return cls(token_ids=ids, dropped=int(dropped), positional_encoding=bool(positional_encoding),
+                   causal=bool(causal), blocks=layers, _arrays=_frozen_rows(rec, sch.model), schema=sch,
+                   interventions=interventions, start_position=int(start_position), _reuse=origin)
 
     @property
     def n_tokens(self) -> int:
         """T, the number of tokens run."""
         return int(self.token_ids.shape[0])
 
+    def _entries(self) -> Iterator[_Entry]:
+        """Every tensor, in model order: nothing computed on first use (probs, attn_scores not
+        kept) is computed until its ``get`` is called."""
+        for row in self.schema.embedding:
+            yield _Entry(row.name, row, self, None)
+        for i, layer in enumerate(self.blocks):
+            for row in layer.recorded:
+                yield _Entry(f"blocks.{i}.{row.name}", row, layer, i)
+        for row in self.schema.final:
+            yield _Entry(row.name, row, self, None)
+
     def named(self) -> Iterator[tuple[str, np.ndarray]]:
         """Yield (dotted name, array) for every tensor, in model order."""
-        for name, get in self._entries():
-            yield name, get()
-        yield "probs", self.probs
-
-    def _entries(self) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
-        """(dotted name, getter) of every tensor but ``probs``, in model order: nothing computed
-        on first use (probs, attn_scores not kept) is computed until its getter is called."""
-        yield "tok_emb", lambda: self.tok
-        yield "pos_emb", lambda: self.pos
-        yield "x", lambda: self.x
-        for i, layer in enumerate(self.blocks):
-            for name, dotted in _LAYER_NAMES.items():
-                yield f"blocks.{i}.{dotted}", functools.partial(getattr, layer, name)
-        yield "ln_f", lambda: self.ln_final
-        yield "logits", lambda: self.logits
+        for e in self._entries():
+            yield e.name, e.get()
 
     def names(self) -> list[str]:
         """Every dotted name, in model order."""
-        return [name for name, _ in self._entries()] + ["probs"]
+        return [e.name for e in self._entries()]
 
     def as_dict(self) -> Mapping[str, np.ndarray]:
         """{dotted name: array} for every tensor (a new dict of the same read-only arrays)."""
         return dict(self.named())
+
+    def _entry(self, name: str) -> _Entry:
+        """The entry with this dotted name (KeyError when there is none)."""
+        owner, rows, layer, rest = self, self.schema.model, None, name
+        if name.startswith("blocks."):
+            index, _, rest = name[len("blocks."):].partition(".")
+            layer = int(index) if index.isdigit() and str(int(index)) == index else len(self.blocks)
+            owner = self.blocks[layer] if layer < len(self.blocks) else None
+            rows = owner.recorded if owner is not None else ()
+        for row in rows:
+            if row.name == rest:
+                return _Entry(name, row, owner, layer)
+        raise KeyError(f"no tensor named {name!r}; try one of {self.names()[:6]} ...")
 
     def __getitem__(self, name: str) -> np.ndarray:
         """The array with this dotted name.
@@ -390,9 +354,12 @@ class Trace:
         KeyError
             For an unknown name, listing a few valid ones.
         """
-        if name == "probs":
-            return self.probs
-        for key, get in self._entries():
-            if key == name:
-                return get()
-        raise KeyError(f"no tensor named {name!r}; try one of {self.names()[:6]} ...")
+        return self._entry(name).get()
+
+    def nbytes(self, name: str) -> int:
+        """Bytes of the tensor with this dotted name, without computing it (a row computed on
+        first use has the size of its ``Row.like``). Raises KeyError for an unknown name."""
+        return int(self._entry(name).like().nbytes)
+
+
+Trace.__doc__ = Trace.__doc__.rstrip() + "\n" + attributes_doc(EMBEDDING + FINAL) + "\n"

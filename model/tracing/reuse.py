@@ -36,6 +36,7 @@ import torch
 
 from model.tracing.records import LayerTrace, Trace
 from model.tracing.rowstore import KVSlot, RowStore, common_prefix, trace_from_store, write_records
+from model.tracing.schema import first_rows
 
 MIN_CAPACITY = 1024  # rows of a new store (at most context_length): most models never outgrow it
 MAX_SPARE = 1  # stores kept for reuse that no array views (each as big as a trace)
@@ -131,23 +132,10 @@ class Lineage:
 
 def _sliced(prev: Trace, T: int, dropped: int, key: Origin, finite_rows: int) -> Trace:
     """The first T rows of ``prev``, as views of its arrays (an edit that only deleted at the end)."""
-    def layer(lt: LayerTrace) -> LayerTrace:
-        q, k = lt.q[:, :T], lt.k[:, :T]
-        kept = lt._attn_scores if lt._attn_scores is not None else lt.__dict__.get("attn_scores")
-        return LayerTrace(
-            ln1=lt.ln1[:T], q=q, k=k, v=lt.v[:, :T],
-            q_pre_rope=q if lt.q_pre_rope is lt.q else lt.q_pre_rope[:, :T],
-            k_pre_rope=k if lt.k_pre_rope is lt.k else lt.k_pre_rope[:, :T],
-            attn_mask=lt.attn_mask[:T, :T], attn_weights=lt.attn_weights[:, :T, :T],
-            head_out=lt.head_out[:, :T], attn_out=lt.attn_out[:T], resid_mid=lt.resid_mid[:T],
-            ln2=lt.ln2[:T], mlp_out=lt.mlp_out[:T], resid_post=lt.resid_post[:T], attn_scale=lt.attn_scale,
-            _attn_scores=None if kept is None else kept[:, :T, :T],
-        )
-
+    layers = tuple(LayerTrace(first_rows(lt, lt.recorded, T), lt.attn_scale, lt.recorded) for lt in prev.blocks)
     return Trace(token_ids=prev.token_ids[:T], dropped=dropped, positional_encoding=prev.positional_encoding,
-                 causal=prev.causal, tok=prev.tok[:T], pos=prev.pos[:T], x=prev.x[:T],
-                 blocks=tuple(layer(lt) for lt in prev.blocks), ln_final=prev.ln_final[:T],
-                 logits=prev.logits[:T], reused_rows=T, _reuse=key, _finite_rows=finite_rows)
+                 causal=prev.causal, blocks=layers, _arrays=first_rows(prev, prev.schema.model, T),
+                 schema=prev.schema, reused_rows=T, _reuse=key, _finite_rows=finite_rows)
 
 
 def trace_reusing(model, ids: np.ndarray, dropped: int, positional_encoding: bool, causal: bool,
@@ -188,7 +176,6 @@ def trace_reusing(model, ids: np.ndarray, dropped: int, positional_encoding: boo
         return replace(model.trace(ids, positional_encoding=positional_encoding, causal=causal), _reuse=key)
     store, held = lineage.claim(prev_origin.store if fits else None, key, ids, p)
     key = replace(key, store=store)
-    rotating = positional_encoding and model.config.positional == "rope"
     valid = held
     try:
         store.copy_rows(prev, held, p)
@@ -196,10 +183,10 @@ def trace_reusing(model, ids: np.ndarray, dropped: int, positional_encoding: boo
         rec: dict = {}
         caches = [KVSlot(store, i, p) for i in range(model.config.n_layers)]
         new_ids = torch.from_numpy(ids[p:]).to(model.tok_emb.weight.device).unsqueeze(0)
-        logits = model._run(new_ids, positional_encoding, causal, rec, caches=caches)
-        write_records(store, rec, logits, p, rotating)
-        del rec, caches, logits
-        trace = trace_from_store(store, ids, dropped, key, p, rotating, [b.attn.scale for b in model.blocks],
+        model._run(new_ids, positional_encoding, causal, rec, caches=caches)
+        aliased = write_records(store, rec, p)
+        del rec, caches
+        trace = trace_from_store(store, ids, dropped, key, p, aliased, [b.attn.scale for b in model.blocks],
                                  finite_rows)
         valid = T
     finally:

@@ -38,7 +38,7 @@ class LayerFacts:
     ----------
     norm : str                      ``"layernorm"`` or ``"rmsnorm"`` (``GPTConfig.norm``).
     norm_eps : float
-    norm_weight : (d_model,)        LN1's gain g.
+    norm_weight : (d_model,)        LN1's gain g (float64).
     norm_bias : (d_model,) or None  LN1's shift b (None without one).
     window : int                    the layer's attention window (0 = global).
     rope_angles : (context_length, d_head/2) or None   RoPE's angles in radians (``GPT.rope_angles``).
@@ -62,12 +62,10 @@ def layer_facts(model, layer: int, angles: np.ndarray | None = None) -> LayerFac
     """:class:`LayerFacts` of ``model``'s block ``layer``; ``angles`` (the model's
     ``rope_angles(context_length)``) may be passed when the caller has them already."""
     cfg, block = model.config, model.blocks[layer]
-    ln1 = block.ln1
-    bias = getattr(ln1, "bias", None)
+    gain, shift = block.ln1.affine()  # the norm's own γ and β (float64 copies)
     if angles is None and cfg.positional == "rope":
         angles = model.rope_angles(cfg.context_length)
-    return LayerFacts(cfg.norm, float(cfg.norm_eps), ln1.weight.detach().float().numpy().copy(),
-                      None if bias is None else bias.detach().float().numpy().copy(), block.attn.window,
+    return LayerFacts(cfg.norm, float(cfg.norm_eps), gain, shift, block.attn.window,
                       angles, cfg.rope_pairs, float(cfg.rope_theta), cfg.qkv_bias)
 
 

@@ -6,7 +6,7 @@ pairs depends on the difference of their angles only, so q_i·k_j depends on i �
 the two tokens stand. The angles always come from the model (``GPT.rope_angles``) and the pair
 layout from its config; :func:`rotate` recomputes the rotation in float64 so that the formula panel
 can compare it with the q and k the model recorded, and :func:`shift_check` measures the invariance
-on the live text with the model's own modules.
+on the live text with the model's own traces at two start positions (``GPT.trace(..., start_position=s)``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from explorer.core.lessons.positional_sentence import fmt
 
@@ -83,7 +82,6 @@ class ShiftCheck:
     scores, shifted : (n_heads, T, T)   scale · q_i·k_j, NaN where the query may not see the key.
     max_abs_delta : float       max |shifted − scores| over every head and visible (i, j).
     max_abs_score : float       max |scores|, for scale.
-    trace_delta : float         max |scores − the model's own forward pass at positions 0..T−1|.
     sentence : str              what the numbers show.
     """
 
@@ -94,7 +92,6 @@ class ShiftCheck:
     shifted: np.ndarray
     max_abs_delta: float
     max_abs_score: float
-    trace_delta: float
     sentence: str
 
     @property
@@ -103,43 +100,25 @@ class ShiftCheck:
         return self.max_abs_delta <= SHIFT_TOL * max(1.0, self.max_abs_score)
 
 
-def _masked(scores: torch.Tensor, allowed: torch.Tensor) -> np.ndarray:
-    return torch.where(allowed, scores, torch.tensor(float("nan"))).numpy()[0]
+def layer0_scores(model, token_ids: Sequence[int], start: int, causal: bool = True) -> np.ndarray:
+    """Block 0's scores (n_heads, T, T) for the tokens at positions start .. start + T − 1, NaN
+    where the query may not see the key.
 
-
-@torch.no_grad()
-def layer0_scores(model, token_ids: Sequence[int], start: int, causal: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Block 0's scores (n_heads, T, T) for the tokens at positions start .. start + T − 1.
-
-    The model's own modules do the work: its embeddings (and positional table rows start ..
-    start + T − 1), its first norm, its attention's W_Q, W_K, mask and scale, and for RoPE its
-    rotation at those positions (``RoPE.forward(x, start)``). Returns the scores (NaN where
-    masked) and the model's own forward pass's scores at start 0 (for the comparison).
+    The model computes them: its trace with ``start_position=start`` (its positional table's rows
+    start .., or RoPE's rotation at those positions; nothing recomputed here).
 
     Raises
     ------
     ValueError
         When start + T exceeds the context length.
     """
-    ids = torch.tensor(np.asarray(token_ids, dtype=np.int64))[None]  # (1, T), a copy (trace arrays are read-only)
-    T = ids.shape[1]
+    ids = np.asarray(token_ids, dtype=np.int64)
+    T = ids.shape[0]
     if start < 0 or start + T > model.config.context_length:
         raise ValueError(f"positions {start}..{start + T - 1} are outside the context window of "
                          f"{model.config.context_length}")
-    block, attn = model.blocks[0], model.blocks[0].attn
-    x = model.tok_emb(ids)  # (1, T, d_model)
-    if model.pos_emb is not None:
-        x = x + model.pos_emb(torch.arange(start, start + T))
-    record: dict = {}
-    attn(block.ln1(x), causal, True, record)  # the model's own forward pass, positions 0.. for RoPE
-    allowed = record["attn_mask"]  # (T, T), True = may attend
-    if attn.rope is None:
-        scores = record["attn_scores"]
-    else:
-        q, k = attn.rope(record["q_pre_rope"], start), attn.rope(record["k_pre_rope"], start)
-        k = k.repeat_interleave(attn.n_heads // attn.n_kv_heads, dim=1)  # (1, n_heads, T, d_head)
-        scores = (q @ k.transpose(-2, -1)) * attn.scale  # (1, n_heads, T, T)
-    return _masked(scores, allowed), _masked(record["attn_scores"], allowed)
+    layer = model.trace(ids, causal=causal, start_position=start).blocks[0]
+    return np.where(layer.attn_mask, layer.attn_scores, np.nan)  # attn_mask: True = may attend
 
 
 def _sentence(kind: str, s: int, T: int, delta: float, top: float, unchanged: bool) -> str:
@@ -185,18 +164,17 @@ def shift_check(model, token_ids: Sequence[int], shift: int, causal: bool = True
     empty = np.zeros((model.config.n_heads, T, T), np.float32)
     if T == 0:
         return ShiftCheck(kind, s, 0, empty, empty, 0.0, 0.0, 0.0, "There are no tokens to shift.")
-    scores, forward = layer0_scores(model, ids, 0, causal)
-    shifted = layer0_scores(model, ids, s, causal)[0] if s else scores
+    scores = layer0_scores(model, ids, 0, causal)
+    shifted = layer0_scores(model, ids, s, causal) if s else scores
     seen = ~np.isnan(scores)
     delta = float(np.max(np.abs(shifted - scores)[seen]))
     top = float(np.max(np.abs(scores)[seen]))
-    trace_delta = float(np.max(np.abs(scores - forward)[seen]))
     if s == 0:
         sentence = (f"The text fills the context window ({T} of {model.config.context_length} positions): "
                     "there is no room to move it. Delete a few tokens to measure a shift.")
     else:
         sentence = _sentence(kind, s, T, delta, top, delta <= SHIFT_TOL * max(1.0, top))
-    return ShiftCheck(kind, s, T, scores, shifted, delta, top, trace_delta, sentence)
+    return ShiftCheck(kind, s, T, scores, shifted, delta, top, sentence)
 
 
 @dataclass(frozen=True)
