@@ -215,7 +215,7 @@ def measure(app, window, quick: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = write_checkpoint(Path(tmp))
         t0 = time.perf_counter()
-        ok = window.open_checkpoint(str(path))
+        ok = window.files.open_checkpoint(path)
         settle(app)
         out = {"big_model_open_s": time.perf_counter() - t0}
         if not ok:

@@ -52,7 +52,7 @@ def new_window(size: tuple[int, int] = (1400, 900)):
     dialogs.info = lambda *args, **kwargs: None
     settings = QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.Format.IniFormat)
     window = MainWindow(settings=settings)
-    window.open_default()
+    window.files.open_default()
     window.resize(*size)
     window.show()
     app.processEvents()

@@ -322,13 +322,14 @@ def _load(window, args) -> bool:
 
     Returns False when PATH failed in a --screenshot run (the message is already printed).
     """
-    from explorer.qt.files.opening import Answers
+    from model.checkpoint import OpenOptions
 
-    answers = Answers(n_heads=args.n_heads, vocab_path=args.vocab)
-    if args.path is None or not window.open_checkpoint(args.path, answers):
+    answers = OpenOptions(n_heads=args.n_heads, vocab_path=Path(args.vocab) if args.vocab else None)
+    # PATH is text: read once (hf:REPO_ID is a Hub model, anything else a file or folder) by open_checkpoint.
+    if args.path is None or not window.files.open_checkpoint(args.path, answers):
         if args.path is not None and args.screenshot:
             return False
-        window.open_default()
+        window.files.open_default()
     window.session.set_text(args.text)
     return True
 

@@ -1,14 +1,19 @@
 """Opening and saving checkpoints: one dispatcher over every format the app reads.
 
-Each format is a reader module under :mod:`model.formats` with a ``DESCRIPTION`` and a
-``read(source, options)`` that returns a :class:`Checkpoint` or raises
-:class:`~model.formats.base.NotThisFormat`. :func:`load_any` tries them in :data:`READERS` order on
-what the file's contents say (never its extension). To add a format, write its reader module and
-add it to :data:`READERS`.
+Each format is a reader module under :mod:`model.formats` with a ``DESCRIPTION`` and an
+``inspect(source, options)`` that reads the file once and returns an
+:class:`~model.formats.opening.Opening` (its format, what only the user can supply, and the load),
+or raises :class:`~model.formats.base.NotThisFormat`. :func:`inspect` tries them in :data:`READERS`
+order on what the file's contents say (never its extension); :func:`load_any` is inspect-then-load
+for callers with nobody to ask. To add a format, write its reader module and add it to
+:data:`READERS`. What can be opened is a :data:`~model.formats.refs.Reference` (a path, or a
+:class:`~model.formats.refs.HubRef`), read from text once by
+:func:`~model.formats.refs.parse_reference`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -21,11 +26,13 @@ from model.formats.base import (
     Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, atomic_write,
     build_model, validate_state_dict,
 )
-from model.formats.errors import ReaderFailure
+from model.formats.errors import ReaderFailure, WrongVocabulary
 from model.formats.native import FORMAT_NAME, FORMAT_VERSION, save_checkpoint
+from model.formats.opening import Opening, Question
+from model.formats.refs import HubRef, Reference, as_reference
 from model.core.plain import clip, readable, shown_name
 
-#: The readers :func:`load_any` tries, in order: our own format first, then GGUF (its magic says
+#: The readers :func:`inspect` tries, in order: our own format first, then GGUF (its magic says
 #: it); a Hugging Face folder (or
 #: one of its weight files) before nanoGPT, whose names GPT-2's resemble; llama2.c before the
 #: torch-file readers: its model.bin has no magic, and one whose first bytes look like a pickle
@@ -35,10 +42,10 @@ READERS = (native, gguf, hf, llama2c, nanogpt, raschka)
 MESSAGE_MAX_CHARS = 2000  # a loader's message is shown whole in a dialog or on one line of stderr
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "NeedsInput",
-    "NotThisFormat", "ReaderFailure", "atomic_write", "build_model", "load_any", "load_checkpoint", "load_snapshot",
-    "save_as",
-    "save_checkpoint", "validate_state_dict",
+    "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "HubRef", "NeedsInput",
+    "NotThisFormat", "OpenOptions", "Opening", "Question", "ReaderFailure", "Reference", "WrongVocabulary", "atomic_write",
+    "build_model", "inspect", "inspect_snapshot", "load_any", "load_checkpoint", "save_as", "save_checkpoint",
+    "validate_state_dict",
 ]
 
 
@@ -47,8 +54,37 @@ def formats_tried() -> str:
     return "; ".join(reader.DESCRIPTION for reader in READERS)
 
 
+def inspect(ref: Reference, given: OpenOptions | None = None) -> Opening:
+    """Read and check a checkpoint of any known format: what it is and what it still needs.
+
+    The file is read once; the questions left are those ``given`` does not answer (see
+    :class:`~model.formats.opening.Opening`). A :class:`~model.formats.refs.HubRef` is fetched
+    first (:func:`model.formats.hub.fetch`, offline from the cache with ``HF_HUB_OFFLINE=1``) and its
+    snapshot folder inspected as :func:`inspect_snapshot` does.
+
+    Parameters
+    ----------
+    ref : Path or HubRef
+        A file, or a folder (a Hugging Face model folder, whose ``config.json`` or one of its
+        weight files stands for it too; a llama2.c ``out/`` folder), or a Hub model.
+    given : OpenOptions, optional
+        What the caller knows already (see :func:`load_any`); it is not asked.
+
+    Raises
+    ------
+    CheckpointError
+        As :func:`load_any` (NeedsInput only from the load).
+    """
+    given = given or OpenOptions()
+    if isinstance(ref, HubRef):
+        return inspect_snapshot(ref, hub.fetch(ref), given)
+    opening = _guarded(ref, lambda: _dispatch(Source(ref), given))
+    return opening.wrapped(lambda load: _guarded(ref, load),
+                           lambda question: dataclasses.replace(question, message=_printable(question.message)))
+
+
 def load_any(
-    path: str | os.PathLike,
+    path: Reference | str | os.PathLike,
     n_heads: int | None = None,
     *,
     vocab_path: str | os.PathLike | None = None,
@@ -61,16 +97,16 @@ def load_any(
     :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
     (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with
-    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.pickled.safe_pickle`). A string
-    ``hf:REPO_ID[@REVISION]`` is a model on the Hugging Face Hub, fetched into the library's cache
-    (:func:`model.formats.hub.fetch`, offline from the cache with ``HF_HUB_OFFLINE=1``) and opened
-    as :func:`load_snapshot` does.
+    ``torch.load(weights_only=True)`` only (see :mod:`model.formats.pickled.safe_pickle`). A
+    :class:`~model.formats.refs.HubRef` (or the text ``hf:REPO_ID[@REVISION]``) is a model on the
+    Hugging Face Hub, fetched into the library's cache (:func:`model.formats.hub.fetch`, offline
+    from the cache with ``HF_HUB_OFFLINE=1``). It is :func:`inspect`, then the load.
 
     Parameters
     ----------
-    path : path-like or str
-        A file, or a folder (a Hugging Face model folder, whose ``config.json`` or one of its
-        weight files stands for it too; a llama2.c ``out/`` folder), or ``hf:REPO_ID[@REVISION]``.
+    path : Path, HubRef or str
+        A file or folder (see :func:`inspect`), a Hub model, or text naming either (read by
+        :func:`~model.formats.refs.parse_reference`).
     n_heads : int, optional
         Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
         sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.
@@ -102,13 +138,9 @@ def load_any(
         Messages are at most :data:`MESSAGE_MAX_CHARS` characters, with bytes of a file name
         that are not UTF-8 shown as U+FFFD.
     """
-    if hub.is_hub_spec(path):
-        ref = hub.parse_hub_spec(path)
-        return load_snapshot(ref, hub.fetch(ref), n_heads, vocab_path=vocab_path,
-                             allow_no_tokenizer=allow_no_tokenizer)
     options = OpenOptions(n_heads=n_heads, vocab_path=Path(vocab_path) if vocab_path is not None else None,
                           allow_no_tokenizer=allow_no_tokenizer)
-    return _guarded(path, lambda: _dispatch(Source(path), options))
+    return inspect(as_reference(path), options).load(options)
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
@@ -124,7 +156,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return _guarded(path, lambda: native.load_checkpoint(path))
 
 
-def _guarded(path: str | os.PathLike, read) -> Checkpoint:
+def _guarded(path: str | os.PathLike, read):
     """``read()``, every exception it raises ending as one CheckpointError naming the file."""
     try:
         return read()
@@ -136,12 +168,12 @@ def _guarded(path: str | os.PathLike, read) -> Checkpoint:
                                        f"{clip(str(exc)) or 'no message'})")) from exc
 
 
-def _dispatch(source: Source, options: OpenOptions) -> Checkpoint:
-    """The first reader's result whose format the file is (see :data:`READERS`)."""
+def _dispatch(source: Source, given: OpenOptions) -> Opening:
+    """The first reader's opening whose format the file is (see :data:`READERS`)."""
     detail = ""
     for reader in READERS:
         try:
-            return reader.read(source, options)
+            return reader.inspect(source, given)
         except NotThisFormat as exc:
             detail = str(exc)
     raise CheckpointError(
@@ -155,34 +187,31 @@ def _printable(message: str) -> str:
     return message if len(message) <= MESSAGE_MAX_CHARS else message[:MESSAGE_MAX_CHARS - 1] + "…"
 
 
-def load_snapshot(
-    ref: hub.HubRef,
-    folder: str | os.PathLike,
-    n_heads: int | None = None,
-    *,
-    vocab_path: str | os.PathLike | None = None,
-    allow_no_tokenizer: bool = False,
-) -> Checkpoint:
-    """Open the snapshot folder fetched for a Hub model (:func:`model.formats.hub.fetch`), named after it.
+def inspect_snapshot(ref: HubRef, folder: str | os.PathLike, given: OpenOptions | None = None) -> Opening:
+    """Inspect the snapshot folder fetched for a Hub model (:func:`model.formats.hub.fetch`), named after it.
 
-    As :func:`load_any` on the folder; the checkpoint's ``origin`` is ``ref.spec`` and its name the
-    repository's (:func:`model.formats.hub.labelled`), and messages name the repository, not the
-    commit hash that names the folder.
+    As :func:`inspect` on the folder; the loaded checkpoint's ``origin`` is ``ref`` and its name the
+    repository's (:func:`model.formats.hub.labelled`), and error messages name the repository, not
+    the commit hash that names the folder.
 
     Raises
     ------
-    NeedsInput, CheckpointError
+    CheckpointError
         As :func:`load_any`.
     """
     folder = Path(folder)
+    opening = _renamed(ref, folder, lambda: inspect(folder, given))
+    return opening.wrapped(lambda load: hub.labelled(_renamed(ref, folder, load), ref))
+
+
+def _renamed(ref: HubRef, folder: Path, read):
+    """``read()``, a CheckpointError about ``folder`` renamed after ``ref`` (a question left as it is)."""
     try:
-        checkpoint = load_any(folder, n_heads, vocab_path=vocab_path, allow_no_tokenizer=allow_no_tokenizer)
+        return read()
     except NeedsInput:
         raise
-    except CheckpointError as exc:  # a ReaderFailure stays one, with its cause
-        kind = ReaderFailure if isinstance(exc, ReaderFailure) else CheckpointError
-        raise kind(hub.renamed(str(exc), folder, ref)) from exc.__cause__
-    return hub.labelled(checkpoint, ref)
+    except CheckpointError as exc:  # of the same kind (a ReaderFailure, a WrongVocabulary), with its cause
+        raise type(exc)(hub.renamed(str(exc), folder, ref)) from exc.__cause__
 
 
 def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
@@ -203,7 +232,8 @@ def save_as(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
     training = dict(checkpoint.training)
     if checkpoint.source_format != FORMAT_NAME and checkpoint.path is not None:
         training.setdefault(
-            "imported_from", {"format": checkpoint.source_format, "file": checkpoint.origin or shown_name(checkpoint.path)}
+            "imported_from", {"format": checkpoint.source_format,
+                              "file": checkpoint.origin.spec if checkpoint.origin else shown_name(checkpoint.path)}
         )
     save_checkpoint(path, checkpoint.model, checkpoint.tokenizer, training=training,
                     vocab_padding=checkpoint.vocab_padding)

@@ -48,6 +48,35 @@ class DialogRecorder:
         return self.progress[-1]
 
 
+class Questions(DialogRecorder):
+    """DialogRecorder that also answers ask_int / ask_choice / open_folder from queues and logs every question."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ints: list[int | None] = []
+        self.choices: list[int | None] = []
+        self.asked: list[str] = []  # "ask_int: <label>", "ask_choice: <text>", ...
+        self.proposed: list[str] = []  # the directory/default name each file picker was given
+
+    def install(self, monkeypatch) -> "Questions":
+        from explorer.qt import dialogs
+
+        super().install(monkeypatch)
+
+        def answer(kind, queue, text, directory=None):
+            self.asked.append(f"{kind}: {text}")
+            if directory is not None:
+                self.proposed.append(directory)
+            return queue.pop(0) if queue else None
+
+        monkeypatch.setattr(dialogs, "ask_int", lambda _p, _t, label, *a: answer("ask_int", self.ints, label))
+        monkeypatch.setattr(dialogs, "ask_choice", lambda _p, _t, text, _c: answer("ask_choice", self.choices, text))
+        monkeypatch.setattr(dialogs, "open_file", lambda _p, t, d="", *a: answer("open_file", self.files, t, d))
+        monkeypatch.setattr(dialogs, "save_file", lambda _p, t, d="", *a: answer("save_file", self.files, t, d))
+        monkeypatch.setattr(dialogs, "open_folder", lambda _p, t, d="": answer("open_folder", self.files, t, d))
+        return self
+
+
 class FakeProgress:
     """Stands in for dialogs.Progress: records what is shown; "presses" Cancel after n updates."""
 
@@ -102,11 +131,11 @@ def fake_clock(monkeypatch, checkpoint, ms_per_token: float):
     import types
 
     import explorer.qt.scheduling.jobs
-    import explorer.qt.session
+    import explorer.qt.scheduling.scheduler
 
     now, lock = [0.0], threading.Lock()
     clock = types.SimpleNamespace(perf_counter=lambda: now[0])
-    monkeypatch.setattr(explorer.qt.session, "time", clock)
+    monkeypatch.setattr(explorer.qt.scheduling.scheduler, "time", clock)
     monkeypatch.setattr(explorer.qt.scheduling.jobs, "time", clock)
     trace = checkpoint.model.trace
 

@@ -26,7 +26,7 @@ def _catch_up(window) -> None:
 @pytest.mark.parametrize("name", ["hf-gpt2", "hf-gpt-neo", "hf-llama", "llama2c-v0"])
 def test_every_panel_tells_the_family_s_truth(qtbot, tmp_path, tiny_checkpoint, dialogs, name):
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
-    assert window.open_checkpoint(ARCH / name)
+    assert window.files.open_checkpoint(ARCH / name)
     s = window.session
     s.set_text(TEXT)
     cfg = s.config
@@ -89,7 +89,7 @@ def test_a_model_without_positional_encoding_says_so(qtbot, tmp_path, tiny_token
 
 def test_the_rope_switch_turns_the_rotation_off_everywhere(qtbot, tmp_path, tiny_checkpoint, dialogs):
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
-    assert window.open_checkpoint(ARCH / "hf-llama")
+    assert window.files.open_checkpoint(ARCH / "hf-llama")
     s = window.session
     s.set_text(TEXT)
     window.panels["tokens"].pe_box.setChecked(False)  # "RoPE rotation" off

@@ -112,7 +112,7 @@ def test_the_catch_all_names_the_file_and_keeps_the_cause(tmp_path, monkeypatch)
     def broken(source, options):
         raise KeyError("a reader's own mistake")
 
-    monkeypatch.setattr(nanogpt, "read", broken)
+    monkeypatch.setattr(nanogpt, "inspect", broken)
     with pytest.raises(ReaderFailure, match=r"^ckpt_nanogpt.pt: cannot be read \(KeyError: \"a reader's own mistake\"\)$") as info:
         load_any(NANO)
     assert isinstance(info.value.__cause__, KeyError)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from damaged_files import CORPUS, META, NANO, RASCHKA_SIDECAR, raschka_file, word_level_tokenizer_json
-from explorer.qt.files.opening import ERROR_TITLE, SAVE_ERROR_TITLE, Answers
+from explorer.qt.files.opening import ERROR_TITLE, SAVE_ERROR_TITLE
+from model.checkpoint import OpenOptions, Opening
 from explorer_helpers import DialogRecorder, make_window
 
 # The inputs of issue 12 §1 (and a name that is not UTF-8), opened as a user would.
@@ -40,9 +42,9 @@ def window(qtbot, tmp_path, tiny_checkpoint, recorder):
     return w
 
 
-def _answers(options: dict) -> Answers:
+def _answers(options: dict) -> OpenOptions:
     vocab = options.get("vocab_path")
-    return Answers(options.get("n_heads"), str(vocab) if vocab else None, bool(options.get("allow_no_tokenizer")))
+    return OpenOptions(options.get("n_heads"), Path(vocab) if vocab else None, bool(options.get("allow_no_tokenizer")))
 
 
 def test_each_damaged_file_shows_one_dialog_and_the_model_stays(window, recorder, tmp_path):
@@ -53,7 +55,7 @@ def test_each_damaged_file_shows_one_dialog_and_the_model_stays(window, recorder
         files.mkdir()
         case = CORPUS[kind](files)
         recorder.errors.clear()
-        assert not window.open_checkpoint(case.path, _answers(case.options)), kind
+        assert not window.files.open_checkpoint(case.path, _answers(case.options)), kind
         assert len(recorder.errors) == 1, (kind, recorder.errors)
         dialog_title, text = recorder.errors[0]
         assert dialog_title == ERROR_TITLE and text.startswith(case.name + ":") and re.search(case.cause, text), text
@@ -73,12 +75,12 @@ def test_a_tokenizer_json_that_fails_on_unknown_words_is_explained_and_asked_aga
     monkeypatch.setattr(dialogs, "ask_choice", lambda *a: choices.pop(0))
     recorder.files.append(str(tmp_path / "tokenizer.json"))
     before = window.session.checkpoint
-    assert not window.open_checkpoint(tmp_path / "ckpt.pt")
+    assert not window.files.open_checkpoint(tmp_path / "ckpt.pt")
     assert [t for t, _ in recorder.errors] == ["Not this model's vocabulary"]
     assert recorder.errors[0][1].startswith("tokenizer.json:") and "'<missing>' is not in its vocabulary" in recorder.errors[0][1]
     assert window.session.checkpoint is before and choices == []
     shutil.copy(NANO, tmp_path / "ckpt.safetensors")
-    assert window.open_checkpoint(tmp_path / "ckpt.safetensors", Answers(vocab_path=str(META)))
+    assert window.files.open_checkpoint(tmp_path / "ckpt.safetensors", OpenOptions(vocab_path=META))
     assert len(recorder.errors) == 1 and window.session.checkpoint.source_format == "nanogpt"
 
 
@@ -88,10 +90,10 @@ def test_save_as_of_a_model_whose_tensors_share_memory_and_any_write_error(windo
 
     path = raschka_file(tmp_path, tie)
     shutil.copy(RASCHKA_SIDECAR, tmp_path / "model_config.json")
-    assert window.open_checkpoint(path, Answers(no_vocab=True))
+    assert window.files.open_checkpoint(path, OpenOptions(allow_no_tokenizer=True))
     window.session.set_text("3, 17, 5")
     logits = window.session.trace.logits.copy()
-    assert window.save_checkpoint_as(tmp_path / "saved.safetensors")
+    assert window.files.save_checkpoint_as(tmp_path / "saved.safetensors")
     assert recorder.errors == [] and window.session.checkpoint.path == tmp_path / "saved.safetensors"
     np.testing.assert_array_equal(window.session.trace.logits, logits)
 
@@ -100,7 +102,7 @@ def test_save_as_of_a_model_whose_tensors_share_memory_and_any_write_error(windo
 
     before = window.session.checkpoint
     monkeypatch.setattr("safetensors.torch.save_file", refuse)
-    assert not window.save_checkpoint_as(tmp_path / "again.safetensors")
+    assert not window.files.save_checkpoint_as(tmp_path / "again.safetensors")
     assert len(recorder.errors) == 1 and recorder.errors[0][0] == SAVE_ERROR_TITLE
     assert "again.safetensors" in recorder.errors[0][1] and "RuntimeError: Some tensors share memory" in recorder.errors[0][1]
     assert window.session.checkpoint is before and not (tmp_path / "again.safetensors").exists()
@@ -118,16 +120,17 @@ def test_what_no_check_foresaw_is_one_dialog_and_a_model_that_cannot_run_is_not_
         raise RuntimeError("the model's own failure")
 
     broken.model.trace = fails  # loads, then cannot run
-    monkeypatch.setattr(opening, "load_any", lambda *a, **k: broken)
-    assert not window.open_checkpoint(tmp_path / "broken.safetensors")
+    monkeypatch.setattr(opening, "inspect", lambda *a, **k: Opening.ready(broken.path, "transformer-explorer",
+                                                                          lambda: broken))
+    assert not window.files.open_checkpoint(tmp_path / "broken.safetensors")
     assert recorder.errors == [(ERROR_TITLE, "broken.safetensors: the model was read but does not run "
                                              "(RuntimeError: the model's own failure)")]
 
     def mistake(*_a, **_k):
         raise KeyError("a bug outside the loader")
 
-    monkeypatch.setattr(opening, "load_any", mistake)
+    monkeypatch.setattr(opening, "inspect", mistake)
     recorder.errors.clear()
-    assert not window.open_checkpoint(tmp_path / "other.pt")
+    assert not window.files.open_checkpoint(tmp_path / "other.pt")
     assert recorder.errors == [(ERROR_TITLE, "other.pt: cannot be opened (KeyError: 'a bug outside the loader')")]
     assert window.session.checkpoint is before

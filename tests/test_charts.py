@@ -119,7 +119,7 @@ def test_pinning_survives_typing_and_model_reload_when_the_position_still_exists
     path = tmp_path / "m.safetensors"
     ckpt = make_tiny_checkpoint(tiny_tokenizer, context_length=8)
     save_checkpoint(path, ckpt.model, ckpt.tokenizer)
-    assert window.open_checkpoint(path)
+    assert window.files.open_checkpoint(path)
     s.set_text("the cat sat on the mat")
     att = window.panels["attention"]
     click_cell(qtbot, att.weights, 2, 0)  # a click pins query 2
@@ -129,7 +129,7 @@ def test_pinning_survives_typing_and_model_reload_when_the_position_still_exists
     assert s.trace.dropped == 0 and s.position == 2 and s.tokens[2] == "sat"
     s.set_text("the cat sat on the mat and the dog")  # one token drops out: 'sat' is now row 1
     assert s.trace.dropped == 1 and s.position == 1 and s.tokens[1] == "sat"
-    window.reload()  # F5
+    window.files.reload()  # F5
     assert s.position == 1 and s.tokens[1] == "sat"
     s.set_text("the cat sat on the mat and the dog sat on")  # 'sat' left the 8-token window: released
     assert s.trace.dropped == 3 and s.position is None

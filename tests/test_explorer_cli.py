@@ -104,10 +104,10 @@ def test_a_screenshot_of_a_slow_model_shows_the_trace_of_the_text(monkeypatch, t
     """In a screenshot every model is traced before the picture, even one slow enough that the
     app would trace it on the worker thread (every model counts as slow here)."""
     import explorer.app as app_module
-    import explorer.qt.session as session_module
+    import explorer.qt.scheduling.scheduler as scheduler_module
     from explorer.qt.scheduling.pacing import Pacer
 
-    monkeypatch.setattr(session_module, "ASYNC_MS", 0.0)
+    monkeypatch.setattr(scheduler_module, "ASYNC_MS", 0.0)
     seen = []
     render = app_module._render
 

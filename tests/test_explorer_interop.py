@@ -15,7 +15,7 @@ import torch
 
 from explorer.core.token_text import append_id, display_tokens, ids_encoding
 from explorer.qt.files.opening import recall
-from explorer_helpers import DialogRecorder, make_window
+from explorer_helpers import Questions, make_window
 from model import Tokenizer
 from model.checkpoint import load_checkpoint
 
@@ -23,35 +23,6 @@ FIX = Path(__file__).parent / "fixtures" / "interop"
 NANO, RASCHKA = FIX / "ckpt_nanogpt.pt", FIX / "ckpt_raschka.pth"
 META, WORDS = FIX / "nanogpt_shakespeare_char_meta.pkl", FIX / "raschka_word_vocab.json"
 GPT2_DIR = Path(__file__).resolve().parents[1] / "assets" / "gpt2-bpe"  # shipped with the project
-
-
-class Questions(DialogRecorder):
-    """DialogRecorder that also answers ask_int / ask_choice / open_folder from queues and logs every question."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ints: list[int | None] = []
-        self.choices: list[int | None] = []
-        self.asked: list[str] = []  # "ask_int: <label>", "ask_choice: <text>", ...
-        self.proposed: list[str] = []  # the directory/default name each file picker was given
-
-    def install(self, monkeypatch) -> "Questions":
-        from explorer.qt import dialogs
-
-        super().install(monkeypatch)
-
-        def answer(kind, queue, text, directory=None):
-            self.asked.append(f"{kind}: {text}")
-            if directory is not None:
-                self.proposed.append(directory)
-            return queue.pop(0) if queue else None
-
-        monkeypatch.setattr(dialogs, "ask_int", lambda _p, _t, label, *a: answer("ask_int", self.ints, label))
-        monkeypatch.setattr(dialogs, "ask_choice", lambda _p, _t, text, _c: answer("ask_choice", self.choices, text))
-        monkeypatch.setattr(dialogs, "open_file", lambda _p, t, d="", *a: answer("open_file", self.files, t, d))
-        monkeypatch.setattr(dialogs, "save_file", lambda _p, t, d="", *a: answer("save_file", self.files, t, d))
-        monkeypatch.setattr(dialogs, "open_folder", lambda _p, t, d="": answer("open_folder", self.files, t, d))
-        return self
 
 
 @pytest.fixture
@@ -92,7 +63,7 @@ def _assert_reference(session, stem: str, ckpt_stem: str) -> None:
 
 def test_nanogpt_with_meta_beside_opens_without_questions_and_matches_reference(window, tmp_path, questions):
     ckpt, _ = _copy(tmp_path, (NANO, "ckpt.pt"), (META, "meta.pkl"))
-    assert window.open_checkpoint(ckpt)
+    assert window.files.open_checkpoint(ckpt)
     assert questions.asked == [] and questions.errors == []
     s = window.session
     assert s.checkpoint.source_format == "nanogpt" and s.config.context_length == 32
@@ -107,17 +78,17 @@ def test_nanogpt_without_meta_asks_for_the_vocabulary_once(window, tmp_path, que
     (ckpt,) = _copy(tmp_path, (NANO, "ckpt.pt"))
     questions.choices.append(0)  # "Choose a vocabulary file…"
     questions.files.append(str(META))
-    assert window.open_checkpoint(ckpt)
+    assert window.files.open_checkpoint(ckpt)
     assert [q.split(":")[0] for q in questions.asked] == ["ask_choice", "open_file"]
     assert "no vocabulary was found" in questions.asked[0] and "meta.pkl" in questions.asked[0]
     assert questions.proposed == [str(tmp_path.resolve())]  # the picker starts beside the checkpoint
     assert window.session.tokenizer.vocab_size == 65
     window.session.set_text(_fixture_text("nanogpt"))
     _assert_reference(window.session, "nanogpt", "ckpt_nanogpt")
-    assert recall(window.settings, ckpt).vocab_path == str(META.resolve())
+    assert recall(window.settings, ckpt).vocab_path == META.resolve()
     first = window.session.checkpoint
-    window.reload()  # F5, Open Recent and drag and drop all come here: no question again
-    assert window.open_recent(str(ckpt.resolve()))
+    window.files.reload()  # F5, Open Recent and drag and drop all come here: no question again
+    assert window.files.open_recent(str(ckpt.resolve()))
     assert window.session.checkpoint is not first and window.session.tokenizer.vocab_size == 65
     assert len(questions.asked) == 2 and questions.errors == []
 
@@ -126,7 +97,7 @@ def test_a_wrong_vocabulary_is_explained_and_asked_again(window, tmp_path, quest
     (ckpt,) = _copy(tmp_path, (NANO, "ckpt.pt"))
     questions.choices += [0, 0]
     questions.files += [str(WORDS), str(META)]  # first the 500-word vocabulary: wrong size
-    assert window.open_checkpoint(ckpt)
+    assert window.files.open_checkpoint(ckpt)
     assert len(questions.errors) == 1
     assert "500" in questions.errors[0][1] and "65" in questions.errors[0][1]
     assert questions.asked[2].startswith("ask_choice") and window.session.tokenizer.vocab_size == 65
@@ -138,12 +109,12 @@ def test_cancelling_any_question_keeps_the_old_model(window, tmp_path, questions
     window.session.set_text("the cat")
     before, trace_before = window.session.checkpoint, window.session.trace
     questions.choices += [None, 0]  # cancel the vocabulary question; then cancel the file picker
-    assert not window.open_checkpoint(nano)
-    assert not window.open_checkpoint(nano)
-    assert not window.open_checkpoint(raschka)  # ask_int answers None: cancelled
+    assert not window.files.open_checkpoint(nano)
+    assert not window.files.open_checkpoint(nano)
+    assert not window.files.open_checkpoint(raschka)  # ask_int answers None: cancelled
     assert [q.split(":")[0] for q in questions.asked] == ["ask_choice", "ask_choice", "open_file", "ask_int"]
     assert questions.errors == [] and window.session.checkpoint is before
-    assert window.session.trace is trace_before and window.recent_files() == []
+    assert window.session.trace is trace_before and window.files.recent_files() == []
     assert "cancelled" in window.statusBar().currentMessage()
     assert recall(window.settings, nano).vocab_path is None
 
@@ -151,7 +122,7 @@ def test_cancelling_any_question_keeps_the_old_model(window, tmp_path, questions
 def test_nanogpt_without_a_vocabulary_takes_typed_ids(window, tmp_path, questions):
     (ckpt,) = _copy(tmp_path, (NANO, "ckpt.pt"))
     questions.choices.append(2)  # "Open without a vocabulary"
-    assert window.open_checkpoint(ckpt)
+    assert window.files.open_checkpoint(ckpt)
     s, panel = window.session, window.panels["tokens"]
     assert s.tokenizer is None and not panel.hint.isHidden()
     assert "type token ids 0–64" in panel.hint.text()
@@ -170,7 +141,7 @@ def test_nanogpt_without_a_vocabulary_takes_typed_ids(window, tmp_path, question
     top = int(next_token.top.ids[0])
     next_token.append(0)  # a click on the top bar appends its id
     assert s.text == f"3, x 70; 5, {top}" and s.trace.token_ids.tolist() == [3, 5, top]
-    window.reload()
+    window.files.reload()
     assert len(questions.asked) == 1 and window.session.tokenizer is None  # remembered: no question
 
 
@@ -180,7 +151,7 @@ def test_nanogpt_without_a_vocabulary_takes_typed_ids(window, tmp_path, question
 def test_raschka_with_its_sidecar_opens_and_matches_reference(window, tmp_path, questions):
     ckpt, _, _ = _copy(tmp_path, (RASCHKA, "model.pth"), (FIX / "ckpt_raschka_config.json", "model.json"),
                        (WORDS, "vocab.json"))
-    assert window.open_checkpoint(ckpt)
+    assert window.files.open_checkpoint(ckpt)
     assert questions.asked == [] and window.session.config.n_heads == 2
     window.session.set_text(_fixture_text("raschka"))
     _assert_reference(window.session, "raschka", "ckpt_raschka")
@@ -190,7 +161,7 @@ def test_raschka_with_its_sidecar_opens_and_matches_reference(window, tmp_path, 
 def test_raschka_without_sidecar_asks_n_heads_once_and_remembers(qtbot, window, tmp_path, questions):
     ckpt, _ = _copy(tmp_path, (RASCHKA, "model.pth"), (WORDS, "vocab.json"))
     questions.ints += [3, 2]  # 3 does not divide d_model 64: explained, then asked again
-    assert window.open_checkpoint(ckpt)
+    assert window.files.open_checkpoint(ckpt)
     assert [q.split(":")[0] for q in questions.asked] == ["ask_int", "ask_int"]
     assert "1, 2, 4, 8, 16, 32, 64" in questions.asked[0]
     assert len(questions.errors) == 1 and "3 heads do not divide" in questions.errors[0][1]
@@ -199,7 +170,7 @@ def test_raschka_without_sidecar_asks_n_heads_once_and_remembers(qtbot, window, 
     window.save_settings()
     # A new window on the same settings (the app started again) opens it without asking.
     again = make_window(qtbot, tmp_path, window.session.checkpoint)
-    assert again.open_recent(str(ckpt.resolve())) and again.session.config.n_heads == 2
+    assert again.files.open_recent(str(ckpt.resolve())) and again.session.config.n_heads == 2
     assert len(questions.asked) == 2
 
 
@@ -210,11 +181,11 @@ def test_save_as_round_trip_opens_the_saved_file_directly(window, tmp_path, ques
     (ckpt,) = _copy(tmp_path, (NANO, "ckpt.pt"))
     questions.choices.append(0)
     questions.files.append(str(META))
-    assert window.open_checkpoint(ckpt)
+    assert window.files.open_checkpoint(ckpt)
     window.session.set_text(_fixture_text("nanogpt"))
     logits = window.session.trace.logits.copy()
     questions.files.append(str(tmp_path / "saved"))  # no suffix typed: .safetensors is added
-    window._on_save_as_triggered()
+    window.files.on_save_as()
     assert questions.proposed[-1] == str(tmp_path.resolve() / "ckpt.safetensors")
     saved = tmp_path / "saved.safetensors"
     s = window.session
@@ -229,7 +200,7 @@ def test_save_as_into_an_unwritable_place_says_so_and_writes_nothing(window, tmp
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     before = window.session.checkpoint
-    assert not window.save_checkpoint_as(blocker / "m.safetensors")
+    assert not window.files.save_checkpoint_as(blocker / "m.safetensors")
     assert len(questions.errors) == 1 and "cannot write" in questions.errors[0][1]
     # A disk that fills up half way: the old file stays as it was, no partial file is left.
     target = tmp_path / "m.safetensors"
@@ -240,7 +211,7 @@ def test_save_as_into_an_unwritable_place_says_so_and_writes_nothing(window, tmp
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("safetensors.torch.save_file", full_disk)
-    assert not window.save_checkpoint_as(target)
+    assert not window.files.save_checkpoint_as(target)
     assert "No space left on device" in questions.errors[-1][1]
     assert target.read_bytes() == b"the previous version" and window.session.checkpoint is before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "settings.ini") == ["a-file", "m.safetensors"]
@@ -265,7 +236,7 @@ def test_a_context_of_16_crops_to_the_last_16_tokens(window, tmp_path, questions
     _nanogpt_file(tmp_path / "ckpt.pt", vocab=len(chars), ctx=16)
     (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": len(chars), "itos": dict(enumerate(chars)),
                                                      "stoi": {c: i for i, c in enumerate(chars)}}))
-    assert window.open_checkpoint(tmp_path / "ckpt.pt") and questions.asked == []
+    assert window.files.open_checkpoint(tmp_path / "ckpt.pt") and questions.asked == []
     text = "the quick brown fox jumps"  # 25 characters
     window.panels["tokens"].editor.setPlainText(text)
     s = window.session
@@ -279,7 +250,7 @@ def test_a_context_of_16_crops_to_the_last_16_tokens(window, tmp_path, questions
 def test_gpt2_token_names_are_shown_as_their_text(window, tmp_path, questions, monkeypatch):
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)  # the project's own copy
     _nanogpt_file(tmp_path / "ckpt.pt", vocab=50304, ctx=8)
-    assert window.open_checkpoint(tmp_path / "ckpt.pt") and questions.asked == []
+    assert window.files.open_checkpoint(tmp_path / "ckpt.pt") and questions.asked == []
     assert window.session.checkpoint.vocab_padding == 47
     window.session.set_text("Hello world’s\n")
     s = window.session

@@ -42,7 +42,7 @@ def _assert_reference(session) -> None:
 
 def test_open_folder_action(window, questions):
     questions.files.append(str(FIX))
-    window._on_open_folder_triggered()
+    window.files.on_open_folder()
     assert [q.split(":")[0] for q in questions.asked] == ["open_folder"] and not questions.errors
     s = window.session
     assert s.checkpoint.path == FIX and s.checkpoint.source_format == "llama2.c"
@@ -52,11 +52,11 @@ def test_open_folder_action(window, questions):
     assert "llama2c-v0" in window.windowTitle()
     info = window.panels["model"].browser.toPlainText()
     assert "llama2.c" in info and "ckpt.pt" in info and "interleaved" in info
-    assert window.recent_files() == [str(FIX.resolve())]
+    assert window.files.recent_files() == [str(FIX.resolve())]
     first = s.checkpoint
-    window.reload()
+    window.files.reload()
     assert s.checkpoint is not first and s.checkpoint.path == FIX
-    assert window.open_recent(str(FIX.resolve())) and not questions.errors
+    assert window.files.open_recent(str(FIX.resolve())) and not questions.errors
 
 
 def test_dropping_a_folder_opens_it(window):
@@ -70,11 +70,11 @@ def test_dropping_a_folder_opens_it(window):
 
 def test_a_folder_without_a_model_or_a_cut_file_says_so_and_keeps_the_model(window, tmp_path, questions):
     before = window.session.checkpoint
-    assert not window.open_checkpoint(tmp_path)
+    assert not window.files.open_checkpoint(tmp_path)
     assert questions.errors and "not a checkpoint format this app opens" in questions.errors[0][1]
     cut = tmp_path / "model.bin"
     cut.write_bytes((FIX / "model.bin").read_bytes()[:500_000])  # an interrupted download
-    assert not window.open_checkpoint(cut)
+    assert not window.files.open_checkpoint(cut)
     assert "model.bin: a llama2.c model.bin" in questions.errors[1][1] and "cut short" in questions.errors[1][1]
     assert window.session.checkpoint is before and questions.asked == []
 
@@ -84,21 +84,21 @@ def test_model_bin_asks_for_its_tokenizer_bin_once(window, tmp_path, questions):
     shutil.copy(FIX / "model.bin", model)
     questions.choices.append(0)  # "Choose a vocabulary file…"
     questions.files.append(str(FIX / "tokenizer.bin"))
-    assert window.open_checkpoint(model)
+    assert window.files.open_checkpoint(model)
     assert "tokenizer.bin" in questions.asked[0] and not questions.errors
     window.session.set_text(TEXT)
     _assert_reference(window.session)
-    assert recall(window.settings, model).vocab_path == str((FIX / "tokenizer.bin").resolve())
-    window.reload()
+    assert recall(window.settings, model).vocab_path == (FIX / "tokenizer.bin").resolve()
+    window.files.reload()
     assert len(questions.asked) == 2  # remembered: no question again
 
 
 def test_save_as_writes_our_safetensors_that_reopen_identically(window, tmp_path, questions):
-    assert window.open_checkpoint(FIX / "model.bin")
+    assert window.files.open_checkpoint(FIX / "model.bin")
     window.session.set_text(TEXT)
     logits, tokens = window.session.trace.logits.copy(), list(window.session.tokens)
     questions.files.append(str(tmp_path / "stories"))
-    window._on_save_as_triggered()
+    window.files.on_save_as()
     saved = tmp_path / "stories.safetensors"
     s = window.session
     assert s.checkpoint.path == saved and s.checkpoint.source_format == "transformer-explorer"

@@ -32,11 +32,11 @@ def good_file(tmp_path, tiny_tokenizer):
 
 def test_open_good_checkpoint(window, good_file, dialogs):
     window.session.set_text("the cat")
-    assert window.open_checkpoint(good_file)
+    assert window.files.open_checkpoint(good_file)
     s = window.session
     assert s.checkpoint.path == good_file and s.config.n_layers == 1 and not dialogs.errors
     assert s.trace.n_tokens == 2 and "tiny-2L2H" in window.windowTitle()
-    assert window.recent_files() == [str(good_file.resolve())]
+    assert window.files.recent_files() == [str(good_file.resolve())]
     assert "3.5 nats/token" in window.panels["model"].browser.toPlainText()
     assert window.panels["attention"].layer_box.maximum() == 0
 
@@ -47,26 +47,26 @@ def test_bad_checkpoint_shows_the_loader_message_and_keeps_the_model(window, tmp
     before = window.session.checkpoint
     window.session.set_text("the dog")
     trace_before = window.session.trace
-    assert not window.open_checkpoint(bad)
+    assert not window.files.open_checkpoint(bad)
     assert len(dialogs.errors) == 1 and "broken.safetensors" in dialogs.errors[0][1]
     assert window.session.checkpoint is before and window.session.trace is trace_before
-    assert window.recent_files() == []
+    assert window.files.recent_files() == []
 
 
 def test_open_dialog_reload_and_vanished_recent_file(window, good_file, dialogs):
     dialogs.files.append(str(good_file))
-    window._on_open_triggered()
+    window.files.on_open()
     assert window.session.checkpoint.path == good_file
     first = window.session.checkpoint
-    window.reload()
+    window.files.reload()
     assert window.session.checkpoint is not first and window.session.checkpoint.path == good_file
-    window._fill_recent_menu()
+    window.files.fill_recent_menu(window.recent_menu)
     assert [a.text() for a in window.recent_menu.actions()] == [str(good_file.resolve())]
     good_file.unlink()
-    assert not window.open_recent(str(good_file.resolve()))
+    assert not window.files.open_recent(str(good_file.resolve()))
     assert "no longer exists" in dialogs.errors[-1][1]
-    assert window.recent_files() == [] and window.settings.value("recent_files") in ([], None)
-    window._fill_recent_menu()
+    assert window.files.recent_files() == [] and window.settings.value("recent_files") in ([], None)
+    window.files.fill_recent_menu(window.recent_menu)
     assert not window.recent_menu.isEnabled()
 
 
@@ -108,14 +108,14 @@ def test_export_with_empty_trace_says_so(window, dialogs):
 
 def test_layout_and_settings_are_remembered(qtbot, tmp_path, tiny_checkpoint, dialogs, good_file):
     first = make_window(qtbot, tmp_path, tiny_checkpoint)
-    first.open_checkpoint(good_file)
+    first.files.open_checkpoint(good_file)
     first.docks["qkv"].close()
     first.panels["next-token"].k_box.setValue(4)
     first.close()
     second = make_window(qtbot, tmp_path, tiny_checkpoint)
     assert not second.docks["qkv"].isVisible() and second.docks["attention"].isVisible()
     assert second.panels["next-token"].k_box.value() == 4
-    assert second.recent_files() == [str(good_file.resolve())]
+    assert second.files.recent_files() == [str(good_file.resolve())]
     second.docks["qkv"].toggleViewAction().trigger()  # View menu restores a closed dock
     assert second.docks["qkv"].isVisible()
 
@@ -180,14 +180,14 @@ def test_closing_while_computing_closes_at_once_and_exits_cleanly(qtbot, tmp_pat
 
 def test_status_bar_names_the_random_model_when_no_default(window, monkeypatch, tmp_path):
     monkeypatch.setattr("explorer.core.defaults.DEFAULT_CHECKPOINT", tmp_path / "missing.safetensors")
-    window.open_default()
+    window.files.open_default()
     assert window.session.checkpoint.path is None and "seeded random model" in window.windowTitle()
     assert "random model" in window.status.text()
 
 
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.exists(), reason="the default checkpoint has not been trained yet")
 def test_window_on_the_shipped_default_checkpoint(window, dialogs):
-    window.open_default()
+    window.files.open_default()
     s = window.session
     assert window.model_note == "" and s.checkpoint.path == DEFAULT_CHECKPOINT and not dialogs.errors
     s.set_text("once upon a time there was a little girl")
@@ -245,9 +245,9 @@ def test_auto_mode_moves_a_slow_model_off_the_gui_thread(qtbot, tiny_tokenizer, 
 
 
 def test_a_model_slow_at_warm_up_runs_off_the_gui_thread_from_the_first_key(qtbot, tiny_tokenizer, monkeypatch):
-    import explorer.qt.session as session_module
+    import explorer.qt.scheduling.scheduler as scheduler_module
 
-    monkeypatch.setattr(session_module, "ASYNC_MS", 0.0)  # every trace counts as slow
+    monkeypatch.setattr(scheduler_module, "ASYNC_MS", 0.0)  # every trace counts as slow
     s = Session(compute_mode="auto")
     s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))  # its empty-text trace must not undo that
     s.set_text("the cat")

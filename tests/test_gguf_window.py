@@ -35,7 +35,7 @@ def test_file_open_offers_gguf_files(window, monkeypatch, dialogs):
     asked = []
     monkeypatch.setattr(seam, "open_file", lambda _parent, _title, _start="", filter=seam.CHECKPOINT_FILTER:
                         asked.append(filter) or str(gguf_file(LLAMA, "Q4_0")))
-    window._on_open_triggered()
+    window.files.on_open()
     assert "*.gguf" in asked[0].split(";;")[0] and "GGUF (*.gguf)" in asked[0]
     assert window.session.checkpoint.source_format == "gguf-llama" and not dialogs.errors
 
@@ -65,7 +65,7 @@ def _expected(a, b, ids):
 def test_the_comparison_with_another_file_follows_the_text(window, dialogs):
     from model.checkpoint import load_any
 
-    assert window.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
+    assert window.files.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
     s, panel = window.session, window.panels["model"]
     s.set_text(TEXT)
     dialogs.files.append(str(gguf_file(LLAMA, "F16")))
@@ -87,7 +87,7 @@ def test_the_comparison_with_another_file_follows_the_text(window, dialogs):
 
 
 def test_a_file_of_another_model_is_refused_and_the_box_unchecks(window, dialogs):
-    assert window.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
+    assert window.files.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
     panel = window.panels["model"]
     dialogs.files.append(str(gguf_file(QWEN2, "F16")))
     panel.compare_box.setChecked(True)
@@ -98,13 +98,13 @@ def test_a_file_of_another_model_is_refused_and_the_box_unchecks(window, dialogs
 
 
 def test_opening_another_model_stops_a_comparison_that_no_longer_fits(window, dialogs):
-    assert window.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
+    assert window.files.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
     panel = window.panels["model"]
     dialogs.files.append(str(gguf_file(LLAMA, "F32")))
     panel.compare_box.setChecked(True)
     window.session.set_text("once upon a time")
     assert panel.compare_label.text().startswith("Against model-F32")
-    assert window.open_checkpoint(gguf_file(LLAMA, "Q4_0"))  # the same model: the comparison goes on
+    assert window.files.open_checkpoint(gguf_file(LLAMA, "Q4_0"))  # the same model: the comparison goes on
     assert panel.compare_box.isChecked() and panel.compare_label.text().startswith("Against model-F32")
-    assert window.open_checkpoint(gguf_file(QWEN2, "Q8_0"))
+    assert window.files.open_checkpoint(gguf_file(QWEN2, "Q8_0"))
     assert not panel.compare_box.isChecked() and "not a file of this model" in panel.compare_label.text()

@@ -31,13 +31,13 @@ def test_open_folder_action_and_recent_folders(window, tmp_path, dialogs, monkey
     from explorer.qt import dialogs as dialog_seam
 
     monkeypatch.setattr(dialog_seam, "open_folder", lambda _parent, _title, _start="": str(folder))
-    window._on_open_folder_triggered()
+    window.files.on_open_folder()
     s = window.session
     assert s.checkpoint.path == folder and s.checkpoint.source_format == "hf-gpt2" and not dialogs.errors
-    assert window.recent_files() == [str(folder.resolve())] and "hf-gpt2" in window.windowTitle()
+    assert window.files.recent_files() == [str(folder.resolve())] and "hf-gpt2" in window.windowTitle()
     info = window.panels["model"].browser.toPlainText()
     assert "6,001 tokens, byte-level BPE" in info and "GPT2LMHeadModel" in info
-    window.reload()
+    window.files.reload()
     assert s.checkpoint.path == folder and not dialogs.errors
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(ARCH / "hf-llama"))])
@@ -47,7 +47,7 @@ def test_open_folder_action_and_recent_folders(window, tmp_path, dialogs, monkey
 
 
 def test_gpt2_names_are_the_same_readable_text_in_every_panel(window, dialogs):
-    assert window.open_checkpoint(ARCH / "hf-gpt2")
+    assert window.files.open_checkpoint(ARCH / "hf-gpt2")
     s = window.session
     s.set_text("once upon a time there was a little robot named zoé")
     assert s.tokens[:4] == ["on", "ce", " upon", " a"] and s.encoding.tokens[2] == "Ġupon"
@@ -65,7 +65,7 @@ def test_gpt2_names_are_the_same_readable_text_in_every_panel(window, dialogs):
 
 
 def test_llama_text_starts_with_bos_and_shows_split_characters_once(window, dialogs):
-    assert window.open_checkpoint(ARCH / "hf-llama")
+    assert window.files.open_checkpoint(ARCH / "hf-llama")
     s = window.session
     s.set_text("zoé lived")
     assert s.encoding.ids[0] == 1 and s.encoding.spans[0] == (0, 0)
@@ -80,6 +80,6 @@ def test_a_folder_that_is_not_a_model_we_open_keeps_the_loaded_one(window, tmp_p
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "bert", "architectures": []}))
     before = window.session.checkpoint
-    assert not window.open_checkpoint(folder)
+    assert not window.files.open_checkpoint(folder)
     assert window.session.checkpoint is before
     assert dialogs.errors and "model_type 'bert' is not a model family this app opens" in dialogs.errors[0][1]

@@ -19,6 +19,7 @@ from hub_cache import ARCH, REPOS
 from model.checkpoint import CheckpointError, load_any, save_as
 from model.formats import hub
 from model.formats.hub import FetchCancelled, HubError, HubRef, parse_hub_spec
+from model.formats.refs import as_reference, parse_reference
 from model.trace import main as trace_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def test_the_cache_is_the_tests_own_offline_one_laid_out_as_the_library_reads_it
 def test_hf_repo_id_opens_the_same_model_as_its_folder_named_after_the_repository(hub_cache, repo_id):
     ckpt = load_any(f"hf:{repo_id}")
     folder = load_any(ARCH / REPOS[repo_id])
-    assert ckpt.name == repo_id and ckpt.origin == f"hf:{repo_id}"
+    assert ckpt.name == repo_id and ckpt.origin == HubRef(repo_id) and ckpt.origin.spec == f"hf:{repo_id}"
     assert ckpt.path.parent == hub_cache / ("models--" + repo_id.replace("/", "--")) / "snapshots"
     assert ckpt.source_format == folder.source_format and ckpt.config == folder.config
     ids = folder.tokenizer.encode("Once upon a time there was a cat").ids
@@ -60,7 +61,7 @@ def test_hf_repo_id_opens_the_same_model_as_its_folder_named_after_the_repositor
 
 def test_a_revision_opens_that_ref_and_is_part_of_the_name(hub_cache):
     ckpt = load_any("hf:fixtures/hf-llama@v1")
-    assert ckpt.name == "fixtures/hf-llama@v1" and ckpt.origin == "hf:fixtures/hf-llama@v1"
+    assert ckpt.name == "fixtures/hf-llama@v1" and ckpt.origin.spec == "hf:fixtures/hf-llama@v1"
     assert ckpt.training["revision"] == "v1" and ckpt.path == load_any("hf:fixtures/hf-llama").path
 
 
@@ -122,7 +123,8 @@ def test_the_forms_a_repository_is_given_in():
     assert parse_hub_spec(" roneneldan/TinyStories-1M@main ") == HubRef("roneneldan/TinyStories-1M", "main")
     assert parse_hub_spec("https://huggingface.co/roneneldan/TinyStories-1M/") == HubRef("roneneldan/TinyStories-1M")
     assert parse_hub_spec("hf:gpt2@refs/pr/7").spec == "hf:gpt2@refs/pr/7"
-    assert hub.is_hub_spec("hf:x/y") and not hub.is_hub_spec(Path("hf:x/y")) and not hub.is_hub_spec("x/y")
+    assert parse_reference(" hf:x/y") == HubRef("x/y") and parse_reference("x/y") == Path("x/y")
+    assert as_reference(Path("hf:x/y")) == Path("hf:x/y")  # a path is a file, whatever its name
 
 
 def test_only_config_tokenizer_and_weights_are_asked_for():

@@ -55,24 +55,24 @@ def test_open_from_hub_menu_fetches_off_the_gui_thread_and_names_the_model(windo
     assert [(p.title, p.closed) for p in dialogs.progress] == [("Open from Hugging Face Hub", True)]
     assert "Fetching fixtures/hf-gpt-neo from the Hugging Face Hub" in dialogs.progress[0].text
     assert window.windowTitle().endswith("— fixtures/hf-gpt-neo")
-    assert window.recent_files() == ["hf:fixtures/hf-gpt-neo"]
+    assert window.files.recent_files() == ["hf:fixtures/hf-gpt-neo"]
     assert "fixtures/hf-gpt-neo" in window.panels["model"].browser.toPlainText()
     # The next time the last repository is proposed; the hf: form is taken as it is.
     dialogs.texts.append("hf:fixtures/hf-llama@v1")
-    window._on_open_hub_triggered()
+    window.files.on_open_hub()
     assert dialogs.asked[-1][2] == "fixtures/hf-gpt-neo" and s.checkpoint.name == "fixtures/hf-llama@v1"
-    assert window.recent_files() == ["hf:fixtures/hf-llama@v1", "hf:fixtures/hf-gpt-neo"]
+    assert window.files.recent_files() == ["hf:fixtures/hf-llama@v1", "hf:fixtures/hf-gpt-neo"]
 
 
 def test_reload_and_open_recent_fetch_again_by_repository(window, dialogs, fetch_threads, tmp_path):
-    assert window.open_checkpoint("hf:fixtures/hf-gpt2")
+    assert window.files.open_checkpoint("hf:fixtures/hf-gpt2")
     first = window.session.checkpoint
-    window.reload()
+    window.files.reload()
     s = window.session
     assert s.checkpoint is not first and s.checkpoint.name == "fixtures/hf-gpt2" and len(fetch_threads) == 2
     assert default_save_path(s.checkpoint, tmp_path) == tmp_path / "hf-gpt2.safetensors"  # not in the cache
-    assert window.open_checkpoint(Path(__file__).parent / "fixtures" / "arch" / "hf-llama")
-    window._fill_recent_menu()
+    assert window.files.open_checkpoint(Path(__file__).parent / "fixtures" / "arch" / "hf-llama")
+    window.files.fill_recent_menu(window.recent_menu)
     assert [a.text() for a in window.recent_menu.actions()][1] == "hf:fixtures/hf-gpt2"
     window.recent_menu.actions()[1].trigger()
     assert s.checkpoint.name == "fixtures/hf-gpt2" and not dialogs.errors and len(fetch_threads) == 3
@@ -81,15 +81,15 @@ def test_reload_and_open_recent_fetch_again_by_repository(window, dialogs, fetch
 def test_a_missing_repository_or_a_bad_id_is_one_message_and_the_model_stays(window, dialogs, fetch_threads):
     loaded = window.session.checkpoint
     dialogs.texts.append("fixtures/missing")
-    window._on_open_hub_triggered()
+    window.files.on_open_hub()
     assert dialogs.errors == [("Could not open checkpoint", MISSING)] and len(fetch_threads) == 1
-    assert window.session.checkpoint is loaded and window.recent_files() == []
+    assert window.session.checkpoint is loaded and window.files.recent_files() == []
     dialogs.texts.append("owner--x/name")  # refused before any fetch
-    window._on_open_hub_triggered()
+    window.files.on_open_hub()
     assert len(dialogs.errors) == 2 and "'owner--x/name' is not a Hugging Face repository id" in dialogs.errors[1][1]
     assert len(fetch_threads) == 1 and len(dialogs.progress) == 1 and window.session.checkpoint is loaded
     dialogs.texts.append("   ")  # nothing typed: nothing happens
-    window._on_open_hub_triggered()
+    window.files.on_open_hub()
     assert len(dialogs.errors) == 2 and window.session.checkpoint is loaded
 
 
@@ -114,14 +114,14 @@ def test_cancel_returns_at_once_keeps_the_model_and_stops_the_download(window, d
     monkeypatch.setattr(hub, "fetch", slow_fetch)
     dialogs.cancel_after = 6  # updates of the dialog (its text and value per poll)
     loaded = window.session.checkpoint
-    assert not window.open_checkpoint("hf:owner/big-model")
+    assert not window.files.open_checkpoint("hf:owner/big-model")
     box = dialogs.progress[0]
     assert box.closed and box.maximum == 1000 and box.values[-1] > 0
     assert any(t.endswith("MB of 4,000.0 MB") and "3 of 4 files" in t for t in box.texts)
     assert window.session.checkpoint is loaded and not dialogs.errors
     assert "Opening hf:owner/big-model was cancelled" in window.statusBar().currentMessage()
     assert ended.wait(5) and outcome == ["cancelled"]
-    assert window.recent_files() == []
+    assert window.files.recent_files() == []
 
 
 def test_the_command_line_opens_hf_repo_ids(window, dialogs, monkeypatch):
@@ -141,3 +141,21 @@ def test_the_command_line_with_a_missing_repository_says_why_in_one_line(tmp_pat
     lines = [line for line in r.stderr.splitlines() if line.strip() and "propagateSizeHints" not in line]
     assert r.returncode == 1 and not out.exists()
     assert lines == [f"transformer-explorer: Could not open checkpoint: {MISSING}"]
+
+
+def test_a_hub_reference_round_trips_through_the_recent_files(qtbot, window, dialogs, fetch_threads, tmp_path,
+                                                            tiny_checkpoint):
+    """Open Recent keeps a Hub model as its hf: text and reads it back as the same HubRef (revision
+    included), in a new window on the same settings (the app started again)."""
+    from model.formats.refs import HubRef
+
+    ref = HubRef("fixtures/hf-llama", "v1")
+    assert window.files.open_checkpoint(ref) and window.session.checkpoint.origin == ref
+    assert window.files.open_checkpoint(Path(__file__).parent / "fixtures" / "arch" / "hf-gpt2")
+    window.save_settings()
+    again = make_window(qtbot, tmp_path, tiny_checkpoint)
+    refs = again.files.recent_references()
+    assert refs[1] == ref and isinstance(refs[0], Path) and again.files.recent_files()[1] == "hf:fixtures/hf-llama@v1"
+    again.files.fill_recent_menu(again.recent_menu)
+    again.recent_menu.actions()[1].trigger()  # opened by repository, fetched again
+    assert again.session.checkpoint.origin == ref and len(fetch_threads) == 2 and not dialogs.errors

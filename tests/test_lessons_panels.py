@@ -225,7 +225,7 @@ def test_open_twin_loads_the_model_without_positional_encoding(qtbot, tmp_path, 
     panel.twin_button.click()
     s = window.session
     assert s.config.positional == "none" and s.checkpoint.path == twin and not panel.twin_button.isVisible()
-    assert str(twin.resolve()) in window.recent_files()  # opened as a file is, through the one path
+    assert str(twin.resolve()) in window.files.recent_files()  # opened as a file is, through the one path
     assert "trained without positional encoding" in panel.warning.text()
     assert panel.comparison.sentence(True).startswith("This model has no positional encoding")
     assert not dialogs.errors

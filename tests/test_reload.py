@@ -17,12 +17,12 @@ def _save(path, tokenizer, **overrides):
 def test_reload_keeps_layer_head_and_position(qtbot, tmp_path, tiny_tokenizer, tiny_checkpoint, dialogs, mode):
     path = _save(tmp_path / "m.safetensors", tiny_tokenizer, n_layers=2, n_heads=2)
     window = make_window(qtbot, tmp_path, tiny_checkpoint, compute_mode=mode)
-    assert window.open_checkpoint(path)
+    assert window.files.open_checkpoint(path)
     s = window.session
     s.set_text("the cat sat on the mat")
     qtbot.waitUntil(lambda: s.trace is not None and s.trace.n_tokens == 6 and not s.busy)
     s.set_layer(1), s.set_head(1), s.set_position(2)
-    window.reload()
+    window.files.reload()
     qtbot.waitUntil(lambda: s.trace is not None and not s.busy)
     assert (s.layer, s.head, s.position) == (1, 1, 2)
     att = window.panels["attention"]
@@ -32,12 +32,12 @@ def test_reload_keeps_layer_head_and_position(qtbot, tmp_path, tiny_tokenizer, t
 def test_reload_clamps_what_the_new_file_no_longer_has(qtbot, tmp_path, tiny_tokenizer, tiny_checkpoint, dialogs):
     path = _save(tmp_path / "m.safetensors", tiny_tokenizer, n_layers=2, n_heads=2)
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
-    assert window.open_checkpoint(path)
+    assert window.files.open_checkpoint(path)
     s = window.session
     s.set_text("the cat sat on the mat")
     s.set_layer(1), s.set_head(1), s.set_position(5)
     _save(path, tiny_tokenizer, n_layers=1, n_heads=2, context_length=4)  # the file changed on disk
-    window.reload()
+    window.files.reload()
     assert (s.layer, s.head) == (0, 1)  # layer 1 is gone
     assert s.trace.n_tokens == 4
     # Row 5 is gone, but the pinned token ("mat", the last) is still in the window: the pin stays on it.

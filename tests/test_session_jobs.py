@@ -101,10 +101,10 @@ def test_the_window_shows_a_failed_job_in_the_status_bar(qtbot, tmp_path, tiny_c
 
 
 def test_a_slow_model_s_jobs_leave_the_gui_thread_and_say_how_slow(qtbot, tiny_checkpoint, monkeypatch):
-    import explorer.qt.session as session_module
+    import explorer.qt.scheduling.scheduler as scheduler_module
 
     s = Session(compute_mode="auto")
-    monkeypatch.setattr(session_module, "ASYNC_MS", -1.0)  # every model counts as slow
+    monkeypatch.setattr(scheduler_module, "ASYNC_MS", -1.0)  # every model counts as slow
     s.set_checkpoint(tiny_checkpoint)
     assert s.traces_off_gui_thread and s.expected_ms(4) == pytest.approx(4 * s.last_model_ms)
     assert s.is_slow(4, -1.0) and not Session(compute_mode="sync").is_slow(4, -1.0)

@@ -148,11 +148,11 @@ def test_a_model_fast_to_append_but_slow_whole_stays_off_the_gui_thread(qtbot, c
     """Appends cost a position each, but the next edit may change the first token: the session
     judges GUI thread or worker by what a whole trace costs, and jobs too (``expected_ms``)."""
     import explorer.qt.scheduling.jobs
-    import explorer.qt.session
+    import explorer.qt.scheduling.scheduler
 
     now, lock = [0.0], threading.Lock()
     clock = types.SimpleNamespace(perf_counter=lambda: now[0])
-    monkeypatch.setattr(explorer.qt.session, "time", clock)
+    monkeypatch.setattr(explorer.qt.scheduling.scheduler, "time", clock)
     monkeypatch.setattr(explorer.qt.scheduling.jobs, "time", clock)
     trace = checkpoint.model.trace
 
@@ -193,3 +193,21 @@ def test_a_hidden_panel_keeps_no_trace_buffers_alive(qtbot, tmp_path, tiny_token
     lineage = s.trace._reuse.lineage
     assert len(lineage.stores) <= 3  # the shown trace's, the one before it and a spare
     assert sum(store.in_use() for store in lineage.stores) == 1  # only the shown trace's is viewed
+
+
+def test_a_new_model_s_speed_is_measured_on_the_text_s_first_rows_which_its_first_trace_keeps(tiny_tokenizer):
+    """Opening a model runs one warm-up token, then the text's first 32 positions (timed), then only
+    the rest: every position of the text once, and the first trace equals one computed whole."""
+    big = make_tiny_checkpoint(tiny_tokenizer, context_length=64)
+    s = Session(compute_mode="sync")
+    s.set_text("the cat sat on the mat . " * 7)  # 49 tokens, set before any model
+    counter = PositionCounter(big.model)
+    s.set_checkpoint(big)
+    assert len(s.encoding) == 49 and counter.take() == 1 + 49 and s.trace.n_tokens == 49 and s.trace.reused_rows == 32
+    assert_full_trace(s)
+    short = make_tiny_checkpoint(tiny_tokenizer, context_length=64, seed=9)
+    s.set_text("the cat")
+    counter = PositionCounter(short.model)
+    s.set_checkpoint(short)  # a text shorter than the measurement: 32 zeros, then the text whole
+    assert counter.take() == 1 + 32 + 2 and s.trace.reused_rows == 0
+    assert_full_trace(s)

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QByteArray, QSettings
 
 from conftest import make_tiny_checkpoint
 from explorer.qt import settings as stored
@@ -124,26 +124,26 @@ def test_the_window_starts_on_defaults_from_a_damaged_file(qtbot, tmp_path, dama
     panel = window.panels["next-token"]
     assert panel.k_box.value() == 10 and panel.k_wanted == 10 and panel.temperature_box.value() == 1.0
     assert window.docks["attention"].isVisible() and window.session.trace is not None
-    assert window.recent_files() == []
-    window._fill_recent_menu()
+    assert window.files.recent_files() == []
+    window.files.fill_recent_menu(window.recent_menu)
     assert not window.recent_menu.isEnabled()
-    assert window.open_checkpoint(good_file) and not dialogs.errors
-    assert window.recent_files() == [str(good_file.resolve())]
-    window._fill_recent_menu()
+    assert window.files.open_checkpoint(good_file) and not dialogs.errors
+    assert window.files.recent_files() == [str(good_file.resolve())]
+    window.files.fill_recent_menu(window.recent_menu)
     assert [a.text() for a in window.recent_menu.actions()] == [str(good_file.resolve())]
-    window._on_open_triggered()  # last_dir as bytes: the dialog starts in assets/ (no answer: nothing opens)
+    window.files.on_open()  # last_dir as bytes: the dialog starts in assets/ (no answer: nothing opens)
     assert window.session.checkpoint.path == good_file
 
 
 def test_remembered_answers_that_are_damaged_are_not_used(tmp_path, good_file):
     s = _ini(tmp_path / "answers.ini")
-    key = settings_key(good_file)
+    key = "opened/" + settings_key(good_file)
     for value, expected in (("²", None), ("99999999999999999999", None), ("0", None), ("4", 4)):
         s.setValue(f"{key}/n_heads", value)
         s.setValue(f"{key}/vocab_path", ["a", "b"])
         s.setValue(f"{key}/no_vocab", "perhaps")
         answers = recall(s, good_file)
-        assert (answers.n_heads, answers.vocab_path, answers.no_vocab) == (expected, None, False)
+        assert (answers.n_heads, answers.vocab_path, answers.allow_no_tokenizer) == (expected, None, False)
 
 
 def test_the_command_starts_with_a_damaged_settings_file(tmp_path, damaged, good_file):
@@ -158,3 +158,51 @@ def test_the_command_starts_with_a_damaged_settings_file(tmp_path, damaged, good
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "model loaded and drawn" in r.stdout
     assert str(good_file.resolve()) in conf.read_text(encoding="utf-8")  # the file was opened and remembered
+
+
+
+# For each kind of setting: what an INI file can hold under its key that is damage for it, and one
+# value that is not (read back as itself, so that the test sees the value, not only the default).
+DAMAGE = {
+    "int": ["@ByteArray(7)", "1, 2, 3", "99999999999999999999", "²", "2.5", "true", "@Size(3 4)", "@Invalid()", "hot",
+            "{above}", "{below}"],
+    "float": ["inf", "nan", "hot", "@Size(3 4)", "true", "1, 2", "@ByteArray(0.5)", "{above}", "{below}"],
+    "bool": ["maybe", "1, 2", "@Size(3 4)", "@ByteArray(true)", "7"],
+    "str": ["1, 2, 3", "@Rect(1 2 3 4)", "@ByteArray(text)", '"a\\0b"', "@Invalid()"],
+    "str_list": ["@ByteArray(\\x80\\x81junk)", "@Size(3 4)", "@Invalid()"],
+    "bytes": ["@Size(10 10)", "1, 2", "text", "@ByteArray()"],
+    "folder": ["@ByteArray(/tmp)", "1, 2, 3", "/no/such/folder", "@Invalid()"],
+}
+FINE = {"int": ("{end}", "{end}"), "float": ("{end}", "{end}"), "bool": ("true", True), "str": ("some text", "some text"),
+        "str_list": ("a, b", ["a", "b"]), "bytes": ("@ByteArray(abc)", QByteArray(b"abc")), "folder": ("{tmp}", "{tmp}")}
+
+
+def _ini_line(key: str, raw: str) -> str:
+    """``key=raw`` as QSettings writes it in an INI file (the first part of the key is the section)."""
+    section, _, name = key.partition("/")
+    return f"[{section}]\n{name.replace('/', chr(92))}={raw}\n" if name else f"[General]\n{key}={raw}\n"
+
+
+@pytest.mark.parametrize("setting", stored.ALL, ids=lambda setting: setting.key)
+def test_every_declared_setting_falls_back_to_its_default_when_damaged(tmp_path, setting):
+    """Each declaration (key, kind, default, range) is what reading it checks: every kind of damage
+    a settings file can hold gives the declared default, never an exception; a sound value is read."""
+    setting = setting.at(file="0123456789abcdef")  # the per-file answers' group
+    fields = dict(above=f"{setting.hi + 1}" if setting.hi is not None else "", tmp=str(tmp_path),
+                  below=f"{setting.lo - 1}" if setting.lo is not None else "",
+                  end=f"{setting.hi if setting.hi != setting.default else setting.lo}")  # an end that is not the default
+    default = list(setting.default) if setting.kind == "str_list" else setting.default
+    for i, raw in enumerate(DAMAGE[setting.kind]):  # a file each: QSettings caches a file it has read
+        path = tmp_path / f"damaged-{i}.ini"
+        path.write_text(_ini_line(setting.key, raw.format(**fields)), encoding="utf-8")
+        assert setting.read(_ini(path)) == default, raw
+    raw, expected = FINE[setting.kind]
+    path = tmp_path / "sound.ini"
+    path.write_text(_ini_line(setting.key, raw.format(**fields)), encoding="utf-8")
+    value = setting.read(_ini(path))
+    expected = type(setting.hi)(expected.format(**fields)) if setting.kind in ("int", "float") else expected
+    assert value == (expected.format(**fields) if isinstance(expected, str) else expected) and value != default
+    with pytest.raises(ValueError):  # writing what reading would refuse is a bug, said at once
+        setting.write(_ini(tmp_path / "new.ini"), object())
+    setting.write(_ini(tmp_path / "new.ini"), value)  # what was read writes back
+    assert setting.read(_ini(tmp_path / "new.ini")) == value

@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QWidget
 
-from explorer.core.defaults import ASSETS, open_default, random_checkpoint
-from explorer.qt import dialogs, theme
+from explorer.core.defaults import ASSETS
+from explorer.qt import theme
+from explorer.qt.files.actions import FileActions
 from explorer.qt.files.export import ExportMenu
-from explorer.qt.files.hub import ask_repo
 from explorer.qt.widgets.interventions_status import InterventionsStatus
-from explorer.qt.files.opening import SAVE_FILTER, Answers, CheckpointOpener, default_save_path, save_model
 from explorer.qt.widgets.panel_scroll import panel_scroll
 from explorer.qt.panels import PANELS
 from explorer.qt.session import Session
-from explorer.qt.settings import read_bytes, read_folder, read_str_list
+from explorer.qt.settings import WINDOW_GEOMETRY, WINDOW_STATE
 from explorer.qt.train.dialog import open_train_dialog
 from model import Checkpoint
-from model.checkpoint import CheckpointError
-from model.formats.hub import is_hub_spec
 
 APP_NAME = "Transformer Explorer"
 LEFT_SHARE = 0.28  # of the window's width: the text, generation and next-token column
-MAX_RECENT = 8
 ICON = ASSETS / "icons" / "transformer-explorer.svg"
 SNAPSHOT_NOTE = "Training panel: Final model or End goes back"
 
@@ -37,7 +32,8 @@ def default_settings() -> QSettings:
 
 
 class MainWindow(QMainWindow):
-    """Docks for every panel in :data:`explorer.qt.panels.PANELS`, the File and View menus, a status bar.
+    """Docks for every panel in :data:`explorer.qt.panels.PANELS`, the File and View menus, a status bar;
+    what the File menu does is :attr:`files` (:class:`~explorer.qt.files.actions.FileActions`).
 
     Parameters
     ----------
@@ -52,7 +48,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.session = session or Session(parent=self)
         self.settings = settings or default_settings()
-        self.model_note = ""
+        self.model_note = ""  # why the model shown is not a file (the seeded random model), for the title
+        self.files = FileActions(self)
         self.panels: dict[str, QWidget] = {}
         self.docks: dict[str, QDockWidget] = {}
         self._current_panel = "attention"
@@ -70,7 +67,7 @@ class MainWindow(QMainWindow):
         self.session.sig_timing_changed.connect(self._update_status)
         self.session.sig_model_changed.connect(self._update_title)
         self.session.sig_job_failed.connect(lambda message: self.statusBar().showMessage(message, 10000))
-        self.session.sig_open_requested.connect(self.open_checkpoint)
+        self.session.sig_open_requested.connect(lambda path: self.files.open_checkpoint(Path(path)))
         QApplication.instance().focusChanged.connect(self._on_app_focus_changed)
         self._restore_settings()
 
@@ -133,14 +130,14 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self._apply_default_sizes)
 
     def _build_menus(self) -> None:
-        file_menu = self.menuBar().addMenu("&File")
-        self._action(file_menu, "&Open Checkpoint…", self._on_open_triggered, QKeySequence.StandardKey.Open)
-        self._action(file_menu, "Open &Folder…", self._on_open_folder_triggered, QKeySequence("Ctrl+Shift+O"))
-        self._action(file_menu, "Open from Hugging Face &Hub…", self._on_open_hub_triggered)
+        files, file_menu = self.files, self.menuBar().addMenu("&File")
+        self._action(file_menu, "&Open Checkpoint…", files.on_open, QKeySequence.StandardKey.Open)
+        self._action(file_menu, "Open &Folder…", files.on_open_folder, QKeySequence("Ctrl+Shift+O"))
+        self._action(file_menu, "Open from Hugging Face &Hub…", files.on_open_hub)
         self.recent_menu = file_menu.addMenu("Open &Recent")
-        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
-        self._action(file_menu, "&Reload", self.reload, QKeySequence(Qt.Key.Key_F5))
-        self._action(file_menu, "Save &As…", self._on_save_as_triggered, QKeySequence("Ctrl+Shift+S"))
+        self.recent_menu.aboutToShow.connect(lambda: files.fill_recent_menu(self.recent_menu))
+        self._action(file_menu, "&Reload", files.reload, QKeySequence(Qt.Key.Key_F5))
+        self._action(file_menu, "Save &As…", files.on_save_as, QKeySequence("Ctrl+Shift+S"))
         file_menu.addSeparator()
         self._action(file_menu, "Open S&napshot Folder…", self._on_open_snapshots_triggered)
         self._action(file_menu, "&Train New Model…", lambda: open_train_dialog(self))
@@ -167,147 +164,24 @@ class MainWindow(QMainWindow):
         menu.addAction(action)
         return action
 
-    # ---- opening checkpoints -----------------------------------------------------------------------
-    def open_checkpoint(self, path: str | os.PathLike, answers: Answers | None = None) -> bool:
-        """Load a checkpoint file or folder of any known format and make it current.
-
-        Questions the file cannot answer (heads per block, the vocabulary) are asked and
-        remembered per file (see :mod:`explorer.qt.files.opening`). On failure an error dialog shows the
-        loader's message; on failure or cancel the current model stays.
-
-        Parameters
-        ----------
-        path : path-like or str
-            A file or folder, or ``hf:REPO_ID[@REVISION]`` for a model on the Hugging Face Hub
-            (fetched off the GUI thread, with a progress dialog and Cancel).
-        answers : Answers, optional
-            Answers given up front (``--n-heads``, ``--vocab``), never asked.
-
-        Returns
-        -------
-        bool
-            True when the file was loaded.
-        """
-        path = path.strip() if is_hub_spec(path) else Path(path)
-        opener = CheckpointOpener(self, self.settings)
-        checkpoint = opener.open(path, answers)
-        if checkpoint is None:
-            if opener.cancelled:
-                name = path if isinstance(path, str) else path.name
-                self.statusBar().showMessage(f"Opening {name} was cancelled; the current model stays.", 8000)
-            return False
-        self.model_note = ""
-        self.set_checkpoint(checkpoint)
-        self._add_recent(path)
-        return True
-
-    def open_default(self) -> None:
-        """Open the default checkpoint in assets/, or the seeded random model while it is missing."""
-        try:
-            checkpoint, self.model_note = open_default()
-        except CheckpointError as exc:
-            dialogs.error(self, "Could not open the default checkpoint", str(exc))
-            checkpoint, self.model_note = random_checkpoint(), f"seeded random model: {exc}"
-        self.set_checkpoint(checkpoint)
-
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Make a loaded checkpoint current (every panel follows through the session)."""
+        """Make a loaded checkpoint current (every panel follows through the session).
+
+        Raises
+        ------
+        explorer.qt.session.ModelDoesNotRun
+            When its model does not run (the current one stays; :meth:`FileActions.make_current
+            <explorer.qt.files.actions.FileActions.make_current>` says so in a dialog).
+        """
         self.session.set_checkpoint(checkpoint)
         self._update_title()
         self._update_status()
-
-    def reload(self) -> None:
-        """Load the current checkpoint's file again (F5), or its repository for a Hub model, keeping the
-        selected layer and head (clamped to the file's model) and the selected position while the text
-        still has it."""
-        s = self.session
-        ckpt, kept = s.checkpoint, (s.layer, s.head, s.position)
-        if ckpt is not None and (ckpt.origin or ckpt.path) is not None:
-            if not self.open_checkpoint(ckpt.origin or ckpt.path):
-                return
-        elif ckpt is None or self.model_note:
-            self.open_default()
-        else:
-            return
-        layer, head, position = kept
-        s.set_layer(layer)
-        s.set_head(head)
-        if position is not None and position < min(len(s.encoding), s.config.context_length):
-            s.set_position(position)
-
-    def save_checkpoint_as(self, path: str | os.PathLike) -> bool:
-        """Write the current model as our .safetensors (weights, config, tokenizer) and open that file.
-
-        An unwritable place shows an error dialog and leaves nothing half-written.
-        """
-        ckpt = self.session.checkpoint
-        return ckpt is not None and save_model(self, ckpt, path) and self.open_checkpoint(path)
-
-    def _on_save_as_triggered(self) -> None:
-        ckpt = self.session.checkpoint
-        if ckpt is not None:
-            start = default_save_path(ckpt, Path(read_folder(self.settings, "last_dir", str(ASSETS))))
-            path = dialogs.save_file(self, "Save Model As", str(start), SAVE_FILTER)
-            if path:
-                self.save_checkpoint_as(Path(path) if Path(path).suffix else Path(path + ".safetensors"))
-
-    def _on_open_triggered(self) -> None:
-        start = read_folder(self.settings, "last_dir", str(ASSETS))
-        path = dialogs.open_file(self, "Open Checkpoint", start)
-        if path:
-            self.settings.setValue("last_dir", str(Path(path).parent))
-            self.open_checkpoint(path)
-
-    def _on_open_folder_triggered(self) -> None:
-        """File ▸ Open Folder: a model kept as a folder (llama2.c's out/, a Hugging Face model)."""
-        start = read_folder(self.settings, "last_dir", str(ASSETS))
-        path = dialogs.open_folder(self, "Open Folder", start)
-        if path:
-            self.settings.setValue("last_dir", str(Path(path).parent))
-            self.open_checkpoint(path)
-
-    def _on_open_hub_triggered(self) -> None:
-        """File ▸ Open from Hugging Face Hub: a repository id, fetched into the Hub's cache."""
-        spec = ask_repo(self, self.settings)
-        if spec:
-            self.open_checkpoint(spec)
 
     def _on_open_snapshots_triggered(self) -> None:
         """File ▸ Open Snapshot Folder: the Training panel scrubs any folder of one run's checkpoints."""
         self.docks["training"].show()
         self.docks["training"].raise_()
         self.panels["training"].choose_folder()
-
-    # ---- recent files --------------------------------------------------------------------------------
-    def recent_files(self) -> list[str]:
-        """Recently opened files and folders that still exist, and Hub models (``hf:REPO_ID``), newest
-        first (missing files are pruned from settings)."""
-        files = read_str_list(self.settings, "recent_files", MAX_RECENT)
-        existing = [f for f in files if is_hub_spec(f) or Path(f).exists()]
-        raw = self.settings.value("recent_files")
-        if existing != files or not isinstance(raw, (list, str, type(None))):  # pruned, or damaged
-            self.settings.setValue("recent_files", existing)
-        return existing
-
-    def _add_recent(self, path: Path | str) -> None:
-        path_s = path if isinstance(path, str) else str(path.resolve())
-        files = [path_s] + [f for f in self.recent_files() if f != path_s]
-        self.settings.setValue("recent_files", files[:MAX_RECENT])
-
-    def _fill_recent_menu(self) -> None:
-        self.recent_menu.clear()
-        files = self.recent_files()
-        for f in files:
-            self._action(self.recent_menu, f, lambda f=f: self.open_recent(f))
-        self.recent_menu.setEnabled(bool(files))
-
-    def open_recent(self, path: str) -> bool:
-        """Open a recent file, folder or Hub model; a file that has vanished is reported and pruned."""
-        if not is_hub_spec(path) and not Path(path).exists():
-            dialogs.error(self, "Could not open checkpoint", f"{Path(path).name}: the file no longer exists")
-            self.recent_files()
-            return False
-        return self.open_checkpoint(path)
 
     # ---- drag and drop ---------------------------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt naming)
@@ -319,7 +193,7 @@ class MainWindow(QMainWindow):
         files = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
         if files:
             event.acceptProposedAction()
-            self.open_checkpoint(files[0])
+            self.files.on_drop(files)
 
     # ---- status, title, current panel ------------------------------------------------------------
     def _update_title(self) -> None:
@@ -375,8 +249,8 @@ class MainWindow(QMainWindow):
 
     # ---- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
-        geometry = read_bytes(self.settings, "window/geometry")  # None for anything else
-        state = read_bytes(self.settings, "window/state")
+        geometry = WINDOW_GEOMETRY.read(self.settings)  # None for anything else
+        state = WINDOW_STATE.read(self.settings)
         if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1400, 900)
         if state is not None and self.restoreState(state):
@@ -387,8 +261,8 @@ class MainWindow(QMainWindow):
 
     def save_settings(self) -> None:
         """Remember the window's geometry, dock layout and each panel's settings."""
-        self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/state", self.saveState())
+        WINDOW_GEOMETRY.write(self.settings, self.saveGeometry())
+        WINDOW_STATE.write(self.settings, self.saveState())
         for panel in self.panels.values():
             if hasattr(panel, "save_settings"):
                 panel.save_settings(self.settings)

@@ -1,89 +1,33 @@
 """The session: the one object that owns the model, the text, the trace and the selection.
 
 Panels read from it and change it only through its public setters; it tells them what changed
-through its signals. Traces are computed on the GUI thread while that is fast (the default model
-takes about 2 ms), and on a worker thread, coalesced to the newest text, once a trace takes longer
-than :data:`ASYNC_MS`. Results for older requests are dropped, so an old text never overwrites a
-newer one. Each trace reuses the rows of the one computed before it (``GPT.trace(...,
-reuse=)``: typing at the end computes one position, not T), and the session says how many leading
-rows the shown trace shares with any earlier one (:meth:`Session.rows_unchanged`), so that panels
-redraw only what changed.
-
-Every other model computation a panel needs (the positional panel's four traces, the variants'
-recomputation, later re-runs and generation) is a job given to :meth:`Session.submit`: a function
-of the checkpoint and the request's inputs, run on the same worker thread when the model is slow,
-newest request per panel, its result handed back to the panel on the GUI thread, its errors to
-the status bar (:attr:`Session.sig_job_failed`).
+through its signals. Where its traces and the panels' jobs run (the GUI thread while the model is
+fast, else the worker thread, newest request first) is its :class:`~explorer.qt.scheduling.scheduler.Scheduler`'s
+business: :meth:`Session.submit`, :meth:`Session.rows_unchanged` and the other scheduling calls are
+handed to it. Each trace reuses the rows of the one computed before it (typing at the end computes
+one position, not T), and the session says how many leading rows the shown trace shares with any
+earlier one (:meth:`Session.rows_unchanged`), so that panels redraw only what changed.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QObject, Signal
 
-from explorer.core.token_text import display_tokens, ids_encoding
-from explorer.core.trace_chain import TraceChain
-from explorer.qt.scheduling.jobs import JobFn, JobResult, Requests, Worker, timed
-from model import Checkpoint, Encoding, Trace
-from model.explain.loo import Interrupted
-from model.core.interventions import Interventions, WithInterventions
-
-EDIT_MIN_CHARS = 20_000  # longer texts are re-tokenized from the edit on (20 kB take about 7 ms whole)
-ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
-_EMPTY = Encoding(ids=(), tokens=(), spans=())
-# What QPlainTextEdit.toPlainText() gives for these (QTextDocument::toPlainText): line breaks,
-# paragraph and line separators and Qt's frame marks become "\n", a no-break space a space.
-_EDITOR_CHANGES = "\r\u2028\u2029\ufdd0\ufdd1\u00a0"
-_AS_EDITOR_STORES = str.maketrans({"\r": "\n", "\u2028": "\n", "\u2029": "\n", "\ufdd0": "\n",
-                                   "\ufdd1": "\n", "\u00a0": " "})
+from explorer.core.editor_text import EMPTY, as_editor_stores, encode_text
+from explorer.core.token_text import display_tokens
+from explorer.qt.scheduling.jobs import JobFn, JobResult
+from explorer.qt.scheduling.scheduler import ASYNC_MS, Scheduler, TraceRequest
+from model import Checkpoint, Trace
+from model.core.interventions import Interventions
 
 
-def as_editor_stores(text: str) -> str:
-    """``text`` as the editor stores it: line breaks (``\r\n``, ``\r``, U+2028, U+2029, Qt's frame
-    marks) as ``\n``, a no-break space as a space, a surrogate pair as its character and a lone
-    surrogate (``--text`` of bytes that are not UTF-8, a Python caller) left out, as Qt leaves it out.
-
-    Each step runs only when the text has something for it: a 1 MB accented text had cost 60 ms
-    a keystroke in ``str.translate`` alone.
-    """
-    text = str(text)
-    try:
-        text.encode("utf-8")  # fails only on a surrogate
-    except UnicodeEncodeError:
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-    if any(c in text for c in _EDITOR_CHANGES):
-        text = text.translate(_AS_EDITOR_STORES)
-    return text
-
-
-@dataclass(frozen=True)
-class _Request:
-    gen: int
-    checkpoint: Checkpoint
-    encoding: Encoding
-    positional_encoding: bool
-    causal: bool
-    interventions: Interventions
-
-
-def _trace(request: _Request, chain: TraceChain) -> tuple[Trace, int]:
-    """The request's trace, reusing the rows of the trace ``chain`` computed last, and its serial."""
-    trace, serial = chain.trace(
-        request.checkpoint, request.checkpoint.model,
-        request.encoding.ids,  # a tuple: trace() crops it before making an array
-        positional_encoding=request.positional_encoding,
-        causal=request.causal,
-        interventions=request.interventions,
-    )
-    trace.nonfinite  # noqa: B018  (found here, on the worker thread for a slow model; cached; new rows only)
-    return trace, serial
+class ModelDoesNotRun(Exception):
+    """A checkpoint's model (or its tokenizer, on the session's text) raised on its first run, in
+    :meth:`Session.set_checkpoint`; what it raised is ``__cause__``, and the current model stays."""
 
 
 def _same_vocabulary(a, b) -> bool:
@@ -121,37 +65,29 @@ class Session(QObject):
 
     def __init__(self, compute_mode: str = "auto", parent: QObject | None = None) -> None:
         super().__init__(parent)
-        if compute_mode not in ("auto", "sync", "async"):
-            raise ValueError(f"compute_mode must be auto, sync or async, got {compute_mode!r}")
-        self.compute_mode = compute_mode
         self._checkpoint: Checkpoint | None = None
         self._loaded: Checkpoint | None = None  # what set_checkpoint made current (show_snapshot swaps others in)
         self._snapshot_step: int | None = None
         self._text = ""
-        self._encoding = _EMPTY
+        self._encoding = EMPTY
         self._trace: Trace | None = None
         self._trace_serial: int | None = None
-        self._chain = TraceChain()  # the trace computed last, for the next one to reuse
-        self._ms_per_token = 0.0  # of the newest trace computed whole (judges GUI thread or worker)
         self._tokens: list[str] = []
         self._layer = self._head = 0
         self._pin: int | None = None  # the pinned token, as an index into the whole text's encoding
         self._hover: int | None = None  # the trace row under the mouse (shown, not pinned)
         self._pe = self._causal = True
         self._interventions = Interventions()
-        self._gen = 0
-        self._requests = Requests()  # the newest job of each panel
-        self._slow = False
-        self._timing_tokens = 1  # traces this long or longer decide between GUI and worker thread
-        self._closed = False
         self._weights: dict[int, dict[str, np.ndarray]] = {}
         self.last_model_ms = 0.0
         self.last_tokenize_ms = 0.0
         self.last_draw_ms = 0.0
         self._unpaced_draw_ms = 0.0
         self.error = ""
-        #: The one worker thread: traces of slow models and panels' jobs.
-        self.worker = Worker(self)
+        #: Where traces and jobs run: the GUI thread or the one worker thread (raises ValueError
+        #: for a compute mode other than auto, sync and async).
+        self.scheduler = Scheduler(compute_mode, lambda: self._checkpoint, self._window_tokens, self)
+        self.scheduler.sig_job_failed.connect(self.sig_job_failed)
 
     # ---- read-only state -------------------------------------------------------------------
     checkpoint = property(lambda self: self._checkpoint,
@@ -177,13 +113,14 @@ class Session(QObject):
     interventions = property(lambda self: self._interventions,
                              doc="model.core.interventions.Interventions every trace and job runs with (heads "
                                  "switched off); Interventions() for the plain model.")
-    busy = property(lambda self: self.worker.busy,
+    # Scheduling, the scheduler's (see explorer.qt.scheduling.scheduler):
+    compute_mode = property(lambda self: self.scheduler.compute_mode, doc='"auto", "sync" or "async".')
+    worker = property(lambda self: self.scheduler.worker, doc="The worker thread (Worker).")
+    busy = property(lambda self: self.scheduler.busy,
                     doc="True while the worker thread runs a trace or a job (until its result is handed over).")
-
-    @property
-    def traces_off_gui_thread(self) -> bool:
-        """True when edits are traced on the worker thread (``async`` mode, or a slow model in ``auto``)."""
-        return self.compute_mode == "async" or (self.compute_mode == "auto" and self._slow)
+    traces_off_gui_thread = property(lambda self: self.scheduler.traces_off_gui_thread,
+                                     doc="True when edits are traced on the worker thread (async mode, or a slow "
+                                         "model in auto mode).")
 
     @property
     def position(self) -> int | None:
@@ -220,12 +157,12 @@ class Session(QObject):
         return self.model.blocks[layer].attn.kv_head(head)
 
     def expected_ms(self, passes: int = 1) -> float:
-        """How long ``passes`` forward passes of the current model over the whole current text should
-        take, in ms: per token as the newest trace computed whole took (the warm-up trace, right after
-        a model was opened), times the tokens run (at least the warm-up's). A trace after typing at
-        the end reuses the earlier rows and takes much less (``last_model_ms``); a job's passes do not."""
-        n = min(len(self._encoding), self.config.context_length) if self.config else 0
-        return passes * self._ms_per_token * max(n, self._timing_tokens)
+        """How long ``passes`` forward passes over the whole current text should take, in ms (the scheduler's)."""
+        return self.scheduler.expected_ms(passes)
+
+    def is_slow(self, passes: int, limit_ms: float) -> bool:
+        """True when ``passes`` forward passes are expected to take longer than ``limit_ms`` (never in sync mode)."""
+        return self.scheduler.is_slow(passes, limit_ms)
 
     @property
     def trace_serial(self) -> int | None:
@@ -240,45 +177,47 @@ class Session(QObject):
         interventions changed between the two; T when it is the shown trace."""
         if self._trace is None:
             return 0
-        return min(self._chain.rows_unchanged(since, self._trace_serial), self._trace.n_tokens)
+        return min(self.scheduler.chain.rows_unchanged(since, self._trace_serial), self._trace.n_tokens)
 
     def forget_reuse(self) -> None:
         """Compute the next trace whole. For weights changed in place through ``.data``, which the
         model cannot notice (a new checkpoint, options and interventions are noticed)."""
-        self._chain.forget()
-
-    def is_slow(self, passes: int, limit_ms: float) -> bool:
-        """True when ``passes`` forward passes of the current model are expected to take longer
-        than ``limit_ms``; never in ``"sync"`` mode, where everything runs at once (tests, screenshots)."""
-        return self.compute_mode != "sync" and self.expected_ms(passes) > limit_ms
+        self.scheduler.chain.forget()
 
     # ---- setters -----------------------------------------------------------------------------
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Make ``checkpoint`` current: selection reset, text re-encoded, trace recomputed.
 
-        During sig_model_changed ``trace`` is None; sig_trace_changed follows with the new trace.
+        The model's first runs (:meth:`Scheduler.probe <explorer.qt.scheduling.scheduler.Scheduler.probe>`:
+        one token, then the text's first tokens, which its first trace reuses) come before anything
+        changes. During sig_model_changed ``trace`` is None; sig_trace_changed follows with the new trace.
+
+        Raises
+        ------
+        ModelDoesNotRun
+            When the model or its tokenizer raises on those first runs (nothing changes then).
         """
+        interventions = self._interventions_for(checkpoint)
+        try:
+            encoding = encode_text(checkpoint, self._text)
+            request = self.scheduler.request(checkpoint, encoding, self._pe, self._causal, interventions)
+            self.last_model_ms = self.scheduler.probe(request)  # this model's, until its first real trace
+        except Exception as exc:  # noqa: BLE001 - a model that cannot run must not replace the current one
+            raise ModelDoesNotRun(f"{type(exc).__name__}: {exc}") from exc
         self._checkpoint = self._loaded = checkpoint
         self._snapshot_step = None
         self._trace, self._tokens = None, []  # the old trace belongs to the old model
         self._trace_serial = None
-        self._chain.forget()
         self._weights = {}
         self.worker.drop_queued()  # work queued for the old model
         self._layer = self._head = 0
         self._hover = None
-        self._keep_interventions_that_fit(checkpoint)
-        self._encoding = self._encode(self._text)
+        self._encoding = encoding
         if self._pin is not None and self._pin >= len(self._encoding):
             self._pin = None  # the pin stays on its token while the new model's text still has it
-        checkpoint.model.trace([0])  # warm-up: the first call pays torch's one-off costs
-        n = self._timing_tokens = min(checkpoint.config.context_length, 32)
-        t0 = time.perf_counter()
-        checkpoint.model.trace([0] * n)
-        self.last_model_ms = (time.perf_counter() - t0) * 1e3  # this model's, until its first real trace
-        self._ms_per_token = self.last_model_ms / n
-        # A model slow on a sentence goes to the worker thread from the first keystroke on.
-        self._slow = self.last_model_ms > ASYNC_MS
+        if interventions is not self._interventions:  # they do not fit the new model's layers and heads
+            self._interventions = interventions
+            self.sig_interventions_changed.emit()
         self.sig_model_changed.emit()
         self._request()
 
@@ -288,16 +227,10 @@ class Session(QObject):
 
         Every panel follows as for a new model: sig_model_changed, then sig_trace_changed with the
         trace of the same text (while traces run on the GUI thread, that trace is already in place
-        during sig_model_changed; otherwise ``trace`` is None then). The loaded checkpoint stays
-        :attr:`loaded_checkpoint`; ``show_snapshot(None)`` shows it again.
-
-        Parameters
-        ----------
-        checkpoint : Checkpoint or None
-            Same config and vocabulary as the loaded checkpoint; None (or the loaded checkpoint
-            itself) for the loaded model.
-        step : int, optional
-            The snapshot's training step, for the title and status bar (required for a snapshot).
+        during sig_model_changed; otherwise ``trace`` is None then). ``checkpoint`` has the loaded
+        checkpoint's config and vocabulary (which stays :attr:`loaded_checkpoint`); None (or the
+        loaded one) shows the loaded model again. ``step``, the snapshot's training step, is for the
+        title and status bar (required for a snapshot).
 
         Raises
         ------
@@ -326,10 +259,8 @@ class Session(QObject):
         # The new trace is in place before sig_model_changed: panels that redraw on it draw the
         # new weights once (not an empty view first), and their second pass (sig_trace_changed)
         # finds the same arrays.
-        self._gen += 1
-        req = _Request(self._gen, checkpoint, self._encoding, self._pe, self._causal, self._interventions)
-        chain = self._chain
-        traced, exc, ms = timed(lambda: _trace(req, chain))  # another checkpoint: computed whole
+        req = self.scheduler.request(checkpoint, self._encoding, self._pe, self._causal, self._interventions)
+        traced, exc, ms = self.scheduler.compute(req)  # another checkpoint: computed whole
         trace = traced[0] if traced is not None else None
         self._trace, self._trace_serial = trace, (traced[1] if traced is not None else None)
         self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped) if trace is not None else []
@@ -337,18 +268,14 @@ class Session(QObject):
         self._finish(req, traced, exc, ms)
 
     def set_text(self, text: str) -> None:
-        """Set the text; the trace follows (at once, or from the worker thread).
-
-        Line breaks (and U+2028, U+2029) become ``\n``, a no-break space a space and lone
-        surrogates are left out, as the text editor stores them (:func:`as_editor_stores`), so
-        that the session and the editor always hold the same text (and the same character offsets).
-        """
+        """Set the text as the editor stores it (:func:`~explorer.core.editor_text.as_editor_stores`:
+        line breaks as ``\n``, ...); the trace follows (at once, or from the worker thread)."""
         text = as_editor_stores(text)
         if text == self._text:
             return
         before, self._text = self._text, text
         t0 = time.perf_counter()
-        self._encoding = self._encode(self._text, before)
+        self._encoding = encode_text(self._checkpoint, self._text, before, self._encoding)
         self.last_tokenize_ms = (time.perf_counter() - t0) * 1e3
         self.sig_text_changed.emit()
         self._request()
@@ -385,17 +312,11 @@ class Session(QObject):
 
     def set_positional_encoding(self, on: bool) -> None:
         """Run with x_i = e_i + p_i (True) or x_i = e_i (False)."""
-        if bool(on) != self._pe:
-            self._pe = bool(on)
-            self.sig_options_changed.emit()
-            self._request()
+        self._set_option("_pe", bool(on))
 
     def set_causal(self, on: bool) -> None:
         """Apply the causal mask (True) or let every query see every key (False)."""
-        if bool(on) != self._causal:
-            self._causal = bool(on)
-            self.sig_options_changed.emit()
-            self._request()
+        self._set_option("_causal", bool(on))
 
     def set_interventions(self, interventions: Interventions | None) -> None:
         """Run every trace and job with ``interventions`` (None: the plain model); they stay while
@@ -420,70 +341,23 @@ class Session(QObject):
 
     def submit(self, requester: QObject, fn: JobFn, inputs: Any, on_result: Callable[[JobResult], None], *,
                passes: int = 1, name: str = "", inline_ms: float = ASYNC_MS) -> None:
-        """Run a model computation for a panel: ``fn(checkpoint, inputs)``, result to ``on_result``.
-
-        Parameters
-        ----------
-        requester : QObject
-            The panel asking. Its newest request (per ``name``) wins: a request replaces its
-            queued predecessor, and an older result that still arrives is dropped; so is a result
-            for a checkpoint that is no longer current, or for a requester that was deleted.
-        fn : callable (checkpoint, inputs) -> value
-            Runs on the worker thread: it may use the checkpoint's model and tokenizer and plain
-            data, never a widget. While :attr:`interventions` change the model, the checkpoint's
-            model is a :class:`~model.core.interventions.WithInterventions`: its traces and forward
-            passes run with them unless the job passes its own.
-        inputs : Any
-            Plain data from the GUI thread (ids, selection, a trace: immutable things).
-        on_result : callable (JobResult) -> None
-            Called on the GUI thread with the value, or with ``error`` set when ``fn`` raised
-            (the error is also emitted with :attr:`sig_job_failed` for the status bar).
-        passes : int
-            About how many forward passes ``fn`` makes: it runs at once, on the GUI thread, only
-            in ``"sync"`` mode or while ``passes`` passes of the model stay under :data:`ASYNC_MS`
-            (and the session's own traces run there); otherwise on the worker thread, after the
-            trace of the newest text.
-        name : str
-            Separates independent requests of one requester (each coalesced on its own).
-        inline_ms : float
-            The most the job may take on the GUI thread (default :data:`ASYNC_MS`); a job that
-            follows every keystroke passes what the frame budget leaves after the trace and paint.
-        """
-        if self._checkpoint is None or self._closed:
-            return
-        key, number = self._requests.new(requester, name)
-        checkpoint = self._checkpoint
-        seen = checkpoint if self._interventions.changes_nothing else dataclasses.replace(
-            checkpoint, model=WithInterventions(checkpoint.model, self._interventions))
-
-        def work():
-            return fn(seen, inputs)
-
-        def deliver(value, exc, ms) -> None:
-            if not self._requests.wanted(key, number, requester) or checkpoint is not self._checkpoint:
-                return  # a newer request, another model, or the panel is gone
-            if isinstance(exc, Interrupted):
-                return  # stopped for newer work (superseded): the trace or request it waited for follows
-            error = "" if exc is None else f"{type(exc).__name__}: {exc}"
-            if error:
-                self.sig_job_failed.emit(f"{type(requester).__name__}{' ' + name if name else ''}: {error}")
-            on_result(JobResult(value, error, ms, inputs))
-
-        if self.compute_mode == "sync" or (not self.traces_off_gui_thread and self.expected_ms(passes) <= inline_ms):
-            deliver(*timed(work))
-        else:
-            self.worker.submit(key, work, deliver)
+        """Run a model computation for a panel: ``fn(checkpoint, inputs)``, result to ``on_result``
+        on the GUI thread, at once or from the worker thread; the newest request of each requester
+        (per ``name``) wins. The parameters are :meth:`Scheduler.submit
+        <explorer.qt.scheduling.scheduler.Scheduler.submit>`'s. While :attr:`interventions` change the
+        model, the checkpoint's model is a :class:`~model.core.interventions.WithInterventions`: its
+        traces and forward passes run with them unless the job passes its own."""
+        if self._checkpoint is not None:
+            self.scheduler.submit(requester, self._checkpoint, self._interventions, fn, inputs, on_result,
+                                  passes=passes, name=name, inline_ms=inline_ms)
 
     def job_superseded(self) -> bool:
-        """For a long job's ``should_stop``: True when it runs on the worker thread and newer work
-        waits behind it (the trace of a newer text, or a newer request of the same requester:
-        :attr:`~explorer.qt.scheduling.jobs.Worker.superseded`); always False on the GUI thread. A job that
-        stops raises :class:`~model.explain.loo.Interrupted`, and its result is dropped quietly."""
-        return QThread.currentThread() is not self.thread() and self.worker.superseded
+        """For a long job's ``should_stop``: newer work waits behind it on the worker thread (the scheduler's)."""
+        return self.scheduler.job_superseded()
 
     def cancel(self, requester: QObject, name: str = "") -> None:
         """Forget ``requester``'s pending job (its result, if it still arrives, is dropped)."""
-        self._requests.cancel(requester, name)
+        self.scheduler.cancel(requester, name)
 
     def set_paced_draw_ms(self, ms: float) -> None:
         """Report drawing that panels did one per event-loop turn, after a new trace or selection:
@@ -494,22 +368,19 @@ class Session(QObject):
         self.sig_timing_changed.emit()
 
     def shutdown(self, timeout_ms: int = 30000, wait: bool = True) -> None:
-        """Drop queued work and wait for a running trace or job to finish (call before the app exits).
-
-        With ``wait=False`` it returns at once (a closing window disappears while a slow trace
-        finishes in the background); call it again with ``wait=True`` before the process ends.
-        """
-        self._closed = True
-        self.worker.shutdown(timeout_ms, wait)
+        """Drop queued work and wait for a running trace or job to finish (call before the app exits);
+        with ``wait=False`` return at once (a closing window goes while a slow trace finishes), and
+        call it again with ``wait=True`` before the process ends."""
+        self.scheduler.shutdown(timeout_ms, wait)
 
     # ---- internals -----------------------------------------------------------------------------
-    def _keep_interventions_that_fit(self, checkpoint: Checkpoint) -> None:
-        """Keep the interventions for a new model when its layers and heads have them, else drop them."""
+    def _interventions_for(self, checkpoint: Checkpoint) -> Interventions:
+        """The interventions, kept for a new model when its layers and heads have them, else none."""
         try:
             self._interventions.check(checkpoint.config)
         except ValueError:
-            self._interventions = Interventions()
-            self.sig_interventions_changed.emit()
+            return Interventions()
+        return self._interventions
 
     def _dropped(self) -> int:
         """Tokens before the context window: the shown trace's, else what the text's will be."""
@@ -522,48 +393,29 @@ class Session(QObject):
             setattr(self, attr, value)
             self.sig_selection_changed.emit()
 
-    def _encode(self, text: str, before: str | None = None) -> Encoding:
-        """The tokenizer's encoding; without a vocabulary, the ids typed in the text (\"3, 17, 5\").
+    def _set_option(self, attr: str, on: bool) -> None:
+        if getattr(self, attr) != on:
+            setattr(self, attr, on)
+            self.sig_options_changed.emit()
+            self._request()
 
-        ``before`` is the text that ``self._encoding`` encodes: a long text is then re-tokenized
-        only from shortly before the edit (``Tokenizer.encode_edit``; the same result).
-        """
-        if self._checkpoint is None or not text:
-            return _EMPTY
-        tok = self.tokenizer
-        if tok is None:
-            return ids_encoding(text, self.config.vocab_size)[0]
-        if before is not None and len(text) > EDIT_MIN_CHARS and len(self._encoding):
-            return tok.encode_edit(text, before, self._encoding)
-        return tok.encode(text)
+    def _window_tokens(self) -> int:
+        """How many tokens of the text the model sees (after cropping to the context)."""
+        return min(len(self._encoding), self.config.context_length) if self.config else 0
 
     def _request(self) -> None:
-        if self._checkpoint is None or self._closed:
-            return
-        self._gen += 1
-        req = _Request(self._gen, self._checkpoint, self._encoding, self._pe, self._causal, self._interventions)
-        chain = self._chain
-        if not self.traces_off_gui_thread:
-            self._finish(req, *timed(lambda: _trace(req, chain)))
-        else:  # coalesced: a queued older text is replaced; the trace goes before panels' jobs
-            self.worker.submit("trace", lambda: _trace(req, chain), lambda *done: self._finish(req, *done), priority=0)
+        if self._checkpoint is not None:
+            request = self.scheduler.request(self._checkpoint, self._encoding, self._pe, self._causal,
+                                             self._interventions)
+            self.scheduler.run(request, self._finish)
 
-    def _judge_speed(self, trace: Trace, model_ms: float) -> None:
-        """GUI thread or worker thread for the next traces ("auto" mode), judged on what a trace of
-        the whole text costs: a trace that reused rows says little about the next edit, which may
-        change the first token, so only traces computed whole (of texts at least as long as the
-        warm-up's) set the time per token."""
-        if trace.reused_rows == 0 and trace.n_tokens >= self._timing_tokens:
-            self._ms_per_token = model_ms / trace.n_tokens
-        self._slow = self._ms_per_token * max(trace.n_tokens, self._timing_tokens) > ASYNC_MS
-
-    def _finish(self, req: _Request, traced: tuple[Trace, int] | None, exc: Exception | None,
+    def _finish(self, req: TraceRequest, traced: tuple[Trace, int] | None, exc: Exception | None,
                 model_ms: float) -> None:
-        if req.gen != self._gen or req.checkpoint is not self._checkpoint:
+        if not self.scheduler.is_newest(req) or req.checkpoint is not self._checkpoint:
             return  # a newer request exists: never show an older text's trace
         trace, serial = traced if traced is not None else (None, None)
-        if self.compute_mode == "auto" and trace is not None:
-            self._judge_speed(trace, model_ms)
+        if trace is not None:
+            self.scheduler.measured(trace, model_ms)
         self.last_model_ms = model_ms
         self.error = "" if exc is None else f"{type(exc).__name__}: {exc}"
         self._trace, self._trace_serial = trace, serial

@@ -20,13 +20,15 @@ import torch
 from model.core.config import GPTConfig
 from model.formats.errors import CheckpointError, NeedsInput, NotThisFormat
 from model.formats.pickled.safe_pickle import torch_load
+from model.formats.refs import HubRef, Reference
 from model.formats.storage import WeightStorage
 from model.core.plain import clip, load_json, readable, shown_name
 from model.tokens.tokenizer import Tokenizer
 from model.core.transformer import GPT
 
 __all__ = ["Checkpoint", "CheckpointError", "NeedsInput", "NotThisFormat", "OpenOptions", "Source",
-           "atomic_write", "build_model", "check_tensor", "fail", "is_file", "is_utf8", "validate_state_dict"]
+           "atomic_write", "build_model", "check_tensor", "fail", "is_file", "is_utf8", "model_from_state",
+           "validate_state_dict"]
 
 SAFETENSORS_MAX_HEADER = 100_000_000  # bytes; the safetensors library refuses larger headers
 
@@ -48,9 +50,9 @@ class Checkpoint:
                                    ``"gguf-qwen2"``).
     vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
                                    by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
-    origin : str or None           what was opened when it is not ``path`` itself: ``hf:REPO_ID[@REVISION]``
-                                   for a model from the Hugging Face Hub (``path`` is then its snapshot
-                                   folder in the Hub's cache); Reload and Open Recent open it again.
+    origin : HubRef or None        what was opened when it is not ``path`` itself: the repository of a
+                                   model from the Hugging Face Hub (``path`` is then its snapshot folder
+                                   in the Hub's cache); Reload and Open Recent open it again.
     storage : WeightStorage or None  how the file stored the weights when they were quantised blocks
                                    (GGUF), dequantised to float32 on opening; None for plain float files.
     """
@@ -61,7 +63,7 @@ class Checkpoint:
     training: dict[str, Any] = field(default_factory=dict)
     source_format: str = "transformer-explorer"  # native.FORMAT_NAME
     vocab_padding: int = 0
-    origin: str | None = None
+    origin: HubRef | None = None
     storage: WeightStorage | None = None
 
     @property
@@ -74,8 +76,13 @@ class Checkpoint:
         """A short display name: the repository for a Hub model (``owner/name``), the file's stem
         (bytes that are not UTF-8 as U+FFFD), or "unsaved model"."""
         if self.origin is not None:
-            return self.origin.removeprefix("hf:")
+            return self.origin.name
         return readable(self.path.stem) if self.path is not None else "unsaved model"
+
+    @property
+    def reference(self) -> Reference | None:
+        """What opens it again (Reload, Open Recent): ``origin``, else ``path``; None for a model made in memory."""
+        return self.origin if self.origin is not None else self.path
 
 
 @dataclass(frozen=True)
@@ -342,7 +349,17 @@ def validate_state_dict(
 
 def build_model(path: Path, config: GPTConfig, tensors: dict[str, torch.Tensor]) -> GPT:
     """A GPT in eval mode with validated ``tensors`` as its weights (see validate_state_dict)."""
-    state = validate_state_dict(path, config, tensors)
+    return model_from_state(path, config, validate_state_dict(path, config, tensors))
+
+
+def model_from_state(path: Path, config: GPTConfig, state: dict[str, torch.Tensor]) -> GPT:
+    """A GPT in eval mode with ``state`` (what :func:`validate_state_dict` returned for ``config``) as its weights.
+
+    Raises
+    ------
+    CheckpointError
+        When the model cannot be built in memory.
+    """
     # Built on the CPU, not the meta device: initialising meta tensors imports torch._dynamo
     # (1.8 s on first use). The throw-away initialisation must not move torch's global RNG.
     try:

@@ -1,10 +1,13 @@
 """What the foreign-format readers share: their result, key bookkeeping, asking for n_heads, and
-turning a translated state dict into a :class:`~model.formats.base.Checkpoint`."""
+turning a translated state dict into an :class:`~model.formats.opening.Opening` (a checked file
+that asks what it cannot tell, then loads once)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,8 +15,11 @@ import torch
 
 from model.core.config import GPTConfig
 from model.formats.base import (
-    Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, build_model, check_tensor,
+    Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, check_tensor, model_from_state,
+    validate_state_dict,
 )
+from model.formats.errors import WrongVocabulary
+from model.formats.opening import N_HEADS, VOCAB, Opening, Question
 from model.formats.vocab import (
     GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, gpt2_missing_hint, tokenizer_from_path, vocab_padding,
 )
@@ -39,6 +45,8 @@ class Converted:
     tensors : dict of str -> Tensor     our state-dict names (see model/core/transformer.py).
     training : dict                     JSON-ready facts (steps, val_loss, dataset, ...).
     find_tokenizer : callable           () -> (Tokenizer or None, places searched).
+    heads_question : Question or None   set when the file does not say n_heads (``config`` then has the
+                                        proposed number until the answer replaces it).
     """
 
     source_format: str
@@ -46,6 +54,7 @@ class Converted:
     tensors: dict[str, torch.Tensor]
     training: dict[str, Any] = field(default_factory=dict)
     find_tokenizer: Callable[[], tuple[Tokenizer | None, list[Path]]] = lambda: (None, [])
+    heads_question: Question | None = None
 
 
 class Keys:
@@ -169,15 +178,25 @@ def propose_n_heads(d_model: int) -> int:
     return min(divisors(d_model), key=lambda h: (abs(h - target), h))
 
 
-def needs_n_heads(path: Path, d_model: int, hint: str) -> NeedsInput:
+def heads_question(path: Path, d_model: int, hint: str) -> Question:
     """The question to ask when heads per block cannot be read from a file."""
     proposed = propose_n_heads(d_model)
-    return NeedsInput(
+    return Question(
+        N_HEADS,
         f"{path.name}: the number of attention heads cannot be read from the weights "
         f"(d_model {d_model}; a wrong guess would load and give wrong numbers). {hint} "
         f"Likely: {proposed}.",
-        kind="n_heads", path=path, proposed=proposed, choices=divisors(d_model),
+        path, proposed=proposed, choices=divisors(d_model),
     )
+
+
+def resolve_n_heads(path: Path, d_model: int, given: int | None, hint: str) -> tuple[int, Question | None]:
+    """Heads per block for a file that does not say: ``given`` (checked), else the proposed number
+    with the question that asks for the real one."""
+    if given is not None:
+        return check_n_heads(path, given, d_model, "given"), None
+    question = heads_question(path, d_model, hint)
+    return question.proposed, question
 
 
 def check_n_heads(path: Path, n_heads: Any, d_model: int, source: str) -> int:
@@ -254,38 +273,70 @@ def foreign_object(source: Source) -> Any:
     raise NotThisFormat("The file is neither a torch file (zip or pickle) nor safetensors.")
 
 
-def _tokenizer(path: Path, conv: Converted, options: OpenOptions) -> Tokenizer | None:
-    """The tokenizer (or None when allowed), from the caller's vocab_path or where the format keeps it."""
-    if options.vocab_path is not None:
-        return tokenizer_from_path(Path(options.vocab_path))
-    tokenizer, searched = conv.find_tokenizer()
-    if tokenizer is not None or options.allow_no_tokenizer:
-        return tokenizer
-    rows = conv.config.vocab_size
+def _vocab_question(path: Path, rows: int, searched: list[Path]) -> Question:
     message = f"{path.name}: no vocabulary was found for this model ({rows} tokens). Looked for: "
     message += ", ".join(str(p) for p in searched) + "."
     if rows in (GPT2_VOCAB_SIZE, GPT2_PADDED_ROWS):
         message += " " + gpt2_missing_hint()
     message += " Choose the vocabulary file, or open the model without one (tokens named by id)."
-    raise NeedsInput(message, kind="vocab", path=path, searched=tuple(searched))
+    return Question(VOCAB, message, path, searched=tuple(searched))
 
 
-def finish(source: Source, conv: Converted, options: OpenOptions) -> Checkpoint:
-    """Build and validate the model of a translated file, then find its tokenizer.
+def opening(source: Source, conv: Converted, given: OpenOptions) -> Opening:
+    """A translated file, checked, with what it still needs asked and its model built once on load.
 
-    The model is built first, so that a bad file is reported before the user is asked for a
-    vocabulary.
+    The tensors are checked here, so that a bad file is reported before the user is asked
+    anything; the vocabulary the format keeps (beside the file) is looked for here unless
+    ``given`` names one. On :meth:`~model.formats.opening.Opening.load` the answered heads replace
+    the proposed ones, the vocabulary is read and compared with the embedding rows (a given one
+    that does not fit raises :class:`~model.formats.errors.WrongVocabulary`), and only then is the
+    model built.
 
     Raises
     ------
-    NeedsInput
-        kind ``"vocab"`` when no vocabulary is found and none may be missing.
     CheckpointError
-        For bad tensors, or a vocabulary whose size differs from the embedding rows.
+        For bad tensors, or a vocabulary beside the file that cannot be read.
     """
-    path = source.path
-    model = build_model(path, conv.config, conv.tensors)
-    tokenizer = _tokenizer(path, conv, options)
-    padding = vocab_padding(path, tokenizer, conv.config.vocab_size) if tokenizer is not None else 0
-    return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=conv.training,
-                      source_format=conv.source_format, vocab_padding=padding)
+    path, config, heads, fmt, training = source.path, conv.config, conv.heads_question, conv.source_format, conv.training
+    state = validate_state_dict(path, config, conv.tensors)  # what the load keeps (not the file's own tensors)
+    found = cache(conv.find_tokenizer)  # looked for once, here or on load
+    questions = [heads] if heads is not None else []
+    if given.vocab_path is None and not given.allow_no_tokenizer and found()[0] is None:
+        questions.append(_vocab_question(path, config.vocab_size, found()[1]))
+
+    def finish(options: OpenOptions) -> Checkpoint:
+        answered = _answered(path, config, heads, options)
+        try:
+            tokenizer = _tokenizer(path, config.vocab_size, options, found)
+            padding = vocab_padding(path, tokenizer, config.vocab_size) if tokenizer is not None else 0
+        except NeedsInput:
+            raise
+        except CheckpointError as exc:  # the given vocabulary is not this model's: another may be
+            if options.vocab_path is None:
+                raise
+            raise WrongVocabulary(str(exc)) from exc
+        model = model_from_state(path, answered, state)
+        return Checkpoint(model=model, tokenizer=tokenizer, path=path, training=training, source_format=fmt,
+                          vocab_padding=padding)
+
+    return Opening(path, fmt, tuple(questions), finish)
+
+
+def _answered(path: Path, config: GPTConfig, question: Question | None, options: OpenOptions) -> GPTConfig:
+    """``config`` with the heads the user gave where the file did not say them (same tensor shapes)."""
+    if question is None:
+        return config
+    if options.n_heads is None:
+        raise question.error()
+    heads = check_n_heads(path, options.n_heads, config.d_model, "given")
+    return dataclasses.replace(config, n_heads=heads, n_kv_heads=heads)
+
+
+def _tokenizer(path: Path, rows: int, options: OpenOptions, found) -> Tokenizer | None:
+    """The tokenizer (or None when allowed): the caller's vocab_path, else the one the format keeps."""
+    if options.vocab_path is not None:
+        return tokenizer_from_path(Path(options.vocab_path))
+    tokenizer, searched = found()
+    if tokenizer is None and not options.allow_no_tokenizer:
+        raise _vocab_question(path, rows, searched).error()
+    return tokenizer

@@ -17,6 +17,16 @@ class ReaderFailure(CheckpointError):
     tests that feed damaged files assert that none ends here (every kind has its own check)."""
 
 
+class WrongVocabulary(CheckpointError):
+    """The vocabulary the caller gave for a model cannot be read or does not fit it (another size);
+    the model itself is sound, so another vocabulary may be tried."""
+
+
+class HubError(CheckpointError):
+    """A model could not be fetched from the Hub (or its cache), or a repository id is not one; the
+    message names the repository."""
+
+
 class NotThisFormat(CheckpointError):
     """Raised by a reader whose format the file is not; the dispatcher then tries the next one.
 

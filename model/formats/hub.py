@@ -14,20 +14,17 @@ the repository, never a traceback.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from model.formats.base import Checkpoint
-from model.formats.errors import CheckpointError
+from model.formats.errors import HubError
+from model.formats.refs import EXAMPLE, HUB_PREFIX, HUB_URL, HubRef, parse_hub_spec
 
-__all__ = ["HUB_PREFIX", "FetchCancelled", "HubError", "HubRef", "ProgressCallback", "describe_failure", "fetch",
-           "is_hub_spec", "labelled", "parse_hub_spec", "renamed"]
+__all__ = ["EXAMPLE", "HUB_PREFIX", "HUB_URL", "FetchCancelled", "HubError", "HubRef", "ProgressCallback",
+           "describe_failure", "fetch", "labelled", "parse_hub_spec", "renamed"]
 
-HUB_PREFIX = "hf:"
-HUB_URL = "https://huggingface.co/"
-EXAMPLE = "roneneldan/TinyStories-1M"
 #: Files fetched for every model: its config and its tokenizer (as :mod:`model.formats.hf.tokenizer` reads it).
 CONFIG_FILES = ("config.json",)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -36,8 +33,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 SAFETENSORS_FILES = ("model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors")
 #: Fetched only when the repository has no safetensors weights (read with torch.load(weights_only=True)).
 TORCH_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*-of-*.bin")
-#: A branch, tag or commit hash: git's ref characters, no ``..``, no leading or trailing ``/``.
-REVISION = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 
 #: ``on_progress(what, done, total, unit)``: one of the library's progress bars moved (``what`` its
 #: description, ``total`` None while unknown, ``unit`` ``"B"`` for bytes). It may raise
@@ -45,71 +40,8 @@ REVISION = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 ProgressCallback = Callable[[str, float, "float | None", str], None]
 
 
-class HubError(CheckpointError):
-    """A model could not be fetched from the Hub (or its cache); the message names the repository."""
-
-
 class FetchCancelled(Exception):
     """Raised by a progress callback to stop a download (what was fetched stays in the cache)."""
-
-
-@dataclass(frozen=True)
-class HubRef:
-    """A model repository on the Hugging Face Hub, at a revision.
-
-    Attributes
-    ----------
-    repo_id : str               ``owner/name`` (or a legacy ``name``), as the Hub spells it.
-    revision : str or None      a branch, tag or commit hash; None for the default branch (``main``).
-    """
-
-    repo_id: str
-    revision: str | None = None
-
-    @property
-    def name(self) -> str:
-        """``owner/name`` or ``owner/name@revision``: the model's display name."""
-        return self.repo_id + (f"@{self.revision}" if self.revision else "")
-
-    @property
-    def spec(self) -> str:
-        """``hf:owner/name[@revision]``, as the command lines, Open Recent and Reload take it."""
-        return HUB_PREFIX + self.name
-
-
-def is_hub_spec(path: Any) -> bool:
-    """Whether ``path`` is a string that names a Hub model (``hf:...``) rather than a file."""
-    return isinstance(path, str) and path.strip().startswith(HUB_PREFIX)
-
-
-def parse_hub_spec(text: str) -> HubRef:
-    """Read ``hf:REPO_ID[@REVISION]``; the ``hf:`` prefix, or ``https://huggingface.co/``, is optional.
-
-    The repository id is checked with the library's own rules (``huggingface_hub.utils.validate_repo_id``:
-    ``owner/name``, letters, digits, ``-``, ``_`` and ``.``, at most 96 characters), so a bad one
-    is refused before anything is looked up.
-
-    Raises
-    ------
-    HubError
-        When the text is not of that form (the message quotes it and gives an example).
-    """
-    raw = text.strip()
-    body = raw.removeprefix(HUB_PREFIX).removeprefix(HUB_URL)
-    repo_id, _, revision = body.strip().rstrip("/").partition("@")
-    if not repo_id:
-        raise HubError(f"{raw!r}: give a Hugging Face repository id, e.g. {HUB_PREFIX}{EXAMPLE}")
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError:
-        raise HubError(f"{repo_id!r} is not a Hugging Face repository id: owner/name, with letters, digits, "
-                       f"'-', '_' and '.' (not '--' or '..'), at most 96 characters, e.g. {EXAMPLE}") from None
-    if "@" in body and (not REVISION.fullmatch(revision) or ".." in revision):
-        raise HubError(f"{repo_id}: {revision!r} is not a revision (a branch, tag or commit hash, e.g. "
-                       f"{HUB_PREFIX}{repo_id}@main)")
-    return HubRef(repo_id, revision or None)
 
 
 def fetch(ref: HubRef, *, on_progress: ProgressCallback | None = None) -> Path:
@@ -232,14 +164,14 @@ def _progress_relay(on_progress: ProgressCallback) -> type:
 def labelled(checkpoint: Checkpoint, ref: HubRef) -> Checkpoint:
     """The checkpoint of a snapshot folder fetched for ``ref``, named after the repository.
 
-    ``origin`` becomes ``ref.spec`` (so Reload and Open Recent fetch it again by name, and its
+    ``origin`` becomes ``ref`` (so Reload and Open Recent fetch it again by name, and its
     name is the repository's, not the commit hash of its folder); the training facts say which
     repository, revision and commit it is.
     """
     training = {key: value for key, value in checkpoint.training.items() if key != "folder"}  # the commit hash
     training.update(source="Hugging Face Hub", repo=ref.repo_id, revision=ref.revision or "main",
                     commit=checkpoint.path.name if checkpoint.path is not None else None)
-    return replace(checkpoint, origin=ref.spec, training=training)
+    return replace(checkpoint, origin=ref, training=training)
 
 
 def renamed(message: str, folder: Path, ref: HubRef) -> str:

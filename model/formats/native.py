@@ -20,6 +20,7 @@ from model.core.plain import clip, load_json, short_repr
 from model.formats.base import (
     Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, atomic_write, build_model, fail, is_utf8,
 )
+from model.formats.opening import Opening
 from model.tokens.tokenizer import Tokenizer
 from model.core.transformer import GPT
 
@@ -31,7 +32,7 @@ CONFIG_MAX_CHARS = 64 * 1024  # a config is a few hundred characters
 TRAINING_MAX_VALUES = 100_000  # values in the training facts (a long validation curve is a few thousand)
 _COUNT = re.compile(r"[0-9]{1,9}")  # a count of rows, in ASCII digits (str.isdigit also passes "²")
 
-__all__ = ["DESCRIPTION", "FORMAT_NAME", "FORMAT_VERSION", "CheckpointError", "load_checkpoint", "read",
+__all__ = ["DESCRIPTION", "FORMAT_NAME", "FORMAT_VERSION", "CheckpointError", "inspect", "load_checkpoint", "read",
            "save_checkpoint"]
 
 
@@ -115,8 +116,21 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return read(Source(path))
 
 
+def inspect(source: Source, options: OpenOptions) -> Opening:
+    """Our file, for :func:`model.checkpoint.inspect`: it says everything (config, tokenizer or none),
+    so it is read and checked here whole and asks nothing.
+
+    Raises
+    ------
+    NotThisFormat, CheckpointError
+        As :func:`read`.
+    """
+    checkpoint = read(source, options)
+    return Opening.ready(source.path, FORMAT_NAME, lambda: checkpoint)
+
+
 def read(source: Source, options: OpenOptions | None = None) -> Checkpoint:
-    """The reader behind :func:`load_checkpoint`, for :func:`model.checkpoint.load_any`.
+    """The reader behind :func:`load_checkpoint`.
 
     Raises
     ------

@@ -1,3 +1,4 @@
-"""Files in and out of the app: opening checkpoints (``opening``, ``hub`` for the Hub cache) and
-exporting traces and pictures (``export``).
+"""Files in and out of the app: the File menu's actions (``actions``), opening checkpoints in one pass
+(``opening``: inspect, ask, load once; ``hub`` for the Hub cache) and exporting traces and pictures
+(``export``).
 """

@@ -10,11 +10,11 @@ from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QMenu, QWidget
 
-from explorer.core.export import (attention_csv_bytes, attention_csv_rows, trace_npz_bytes, write_attention_csv,
-                                  write_trace_npz)
+from explorer.core.export import (ExportCancelled, attention_csv_bytes, attention_csv_rows, trace_npz_bytes,
+                                  write_attention_csv, write_trace_npz)
 from explorer.qt import dialogs
 from explorer.qt.scheduling.background import run_with_progress
-from explorer.qt.settings import read_folder
+from explorer.qt.settings import LAST_EXPORT_DIR
 
 
 def export_png(widget: QWidget, path: str | os.PathLike) -> None:
@@ -84,13 +84,13 @@ class ExportMenu:
         self.actions["svg"].setText(f"Panel “{title}” as &SVG…")
 
     def _ask(self, title: str, suffix: str, filter: str) -> str | None:
-        start = Path(read_folder(self.window.settings, "last_export_dir", str(Path.home())))
+        start = Path(LAST_EXPORT_DIR.read(self.window.settings) or Path.home())
         name = f"{self.window.current_panel()}{suffix}" if suffix in (".png", ".svg") else f"trace{suffix}"
         path = dialogs.save_file(self.window, title, str(start / name), filter)
         if path:
             if not path.endswith(suffix):
                 path += suffix
-            self.window.settings.setValue("last_export_dir", str(Path(path).parent))
+            LAST_EXPORT_DIR.write(self.window.settings, str(Path(path).parent))
         return path
 
     def _run(self, what: str, write) -> None:
@@ -145,13 +145,23 @@ class ExportMenu:
         if not path:
             return
         bar = self.window.statusBar()
+        done_of = [0, 1]  # rows written, of how many (written by the worker, read by the dialog)
+
+        def work(cancel) -> None:
+            def progress(done: int, total: int) -> bool:  # False after Cancel: the writer then stops
+                done_of[:] = done, max(total, 1)
+                return not cancel.is_set()
+
+            write(path, trace, tokens, progress)
+
         try:
-            done = run_with_progress(self.window, title, f"Writing {what} ({size_text}) to {Path(path).name}…",
-                                     lambda progress: write(path, trace, tokens, progress))
+            outcome = run_with_progress(self.window, title, f"Writing {what} ({size_text}) to {Path(path).name}…",
+                                        work, lambda: (None, done_of[0] / done_of[1]),
+                                        cancelled_by=(ExportCancelled,))
         except OSError as exc:  # the message names the chosen file
             dialogs.error(self.window, f"Could not export {what}", str(exc))
             return
-        if done:
+        if not outcome.cancelled:
             bar.showMessage(f"Wrote {what} to {path} ({size_text}).", 8000)
         else:
             bar.showMessage(f"Export cancelled: {Path(path).name} was not written.", 8000)

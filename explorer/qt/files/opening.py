@@ -1,14 +1,13 @@
-"""Opening a checkpoint: the questions asked when a file cannot tell everything, and their answers.
+"""Opening a checkpoint in one pass: inspect the file, ask everything it cannot tell, load once.
 
-:func:`model.checkpoint.load_any` raises :class:`model.checkpoint.NeedsInput` when only the
-user can supply something: the number of attention heads (an LLMs-from-scratch ``model.pth``
-without its config JSON) or the vocabulary (a nanoGPT ``ckpt.pt`` without its ``meta.pkl``, a
-llama2.c ``model.bin`` without its ``tokenizer.bin``). A path may be a file or a folder.
-:class:`CheckpointOpener` asks (through :mod:`explorer.qt.dialogs`), loads again with every answer
-so far, and remembers the answers per file in QSettings, so that Open Recent, Reload and drag and
-drop open the same file again without asking. Cancelling any question keeps the current model.
-``hf:REPO_ID[@REVISION]`` is a model on the Hugging Face Hub: fetched off the GUI thread
-(:mod:`explorer.qt.files.hub`), then opened from its snapshot folder in the Hub's cache.
+:func:`model.checkpoint.inspect` reads the file (a Hub model is fetched first, off the GUI thread:
+:mod:`explorer.qt.files.hub`) and says what only the user can supply: the number of attention
+heads (an LLMs-from-scratch ``model.pth`` without its config JSON, a bare nanoGPT state dict) and
+the vocabulary (a nanoGPT ``ckpt.pt`` without its ``meta.pkl``, a llama2.c ``model.bin`` without
+its ``tokenizer.bin``). :class:`CheckpointOpener` asks all of it (through :mod:`explorer.qt.dialogs`)
+before anything is loaded, then loads once; the answers are remembered per file in the settings
+(:data:`explorer.qt.settings.OPENED_N_HEADS` ...), so that Open Recent, Reload and drag and drop open
+the same file again without asking. Cancelling any question keeps the current model.
 """
 
 from __future__ import annotations
@@ -17,83 +16,80 @@ import dataclasses
 import hashlib
 import logging
 import os
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QWidget
 
 from explorer.qt import dialogs
-from explorer.qt.files.hub import fetch_in_background
-from explorer.qt.settings import read_bool, read_int, read_str
+from explorer.qt.files.hub import ERROR_TITLE, fetch_in_background
+from explorer.qt.settings import OPENED_N_HEADS, OPENED_NO_VOCAB, OPENED_PATH, OPENED_VOCAB_PATH
 from model import Checkpoint
-from model.checkpoint import CheckpointError, NeedsInput, load_any, load_snapshot, save_as
-from model.formats.hub import HubError, is_hub_spec, parse_hub_spec
+from model.checkpoint import (
+    CheckpointError, OpenOptions, Opening, Question, WrongVocabulary, inspect, inspect_snapshot, save_as,
+)
 from model.core.plain import clip, readable
+from model.formats.opening import N_HEADS, VOCAB
+from model.formats.refs import HubRef, Reference, reference_name
 
-MAX_ROUNDS = 8  # questions per opening; each answer removes one, so this is never reached
 VOCAB_FILTER = ("Vocabularies (*.pkl *.json *.bin);;nanoGPT meta.pkl (meta.pkl *.pkl);;"
                 "Vocabulary JSON / tokenizer.json (*.json);;llama2.c tokenizer.bin (*.bin);;All files (*)")
 VOCAB_CHOICES = ["Choose a vocabulary file…", "Choose GPT-2's folder…", "Open without a vocabulary"]
-ERROR_TITLE = "Could not open checkpoint"
-MAX_HEADS = 4096  # a remembered number of heads above this is damage, not an answer
 SAVE_FILTER = "Transformer Explorer checkpoints (*.safetensors);;All files (*)"
 SAVE_ERROR_TITLE = "Could not save the model"
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Answers:
-    """What the user supplied for one file (see :func:`model.checkpoint.load_any`)."""
-
-    n_heads: int | None = None
-    vocab_path: str | None = None
-    no_vocab: bool = False
+__all__ = ["ERROR_TITLE", "SAVE_ERROR_TITLE", "SAVE_FILTER", "CheckpointOpener", "default_save_path", "does_not_run",
+           "recall", "remember", "save_model", "settings_key"]
 
 
 def settings_key(path: Path) -> str:
-    """The QSettings group of a file's answers: one per absolute path."""
-    return "opened/" + hashlib.sha1(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    """The settings group of a file's answers: one per absolute path (the ``{file}`` of the OPENED_ keys)."""
+    return hashlib.sha1(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-def recall(settings: QSettings, path: Path) -> Answers:
-    """The answers remembered for ``path`` (empty when none)."""
+def recall(settings: QSettings, path: Path) -> OpenOptions:
+    """The answers remembered for ``path`` (empty when none, or damaged)."""
     key = settings_key(path)
-    heads = read_int(settings, f"{key}/n_heads", 0, 1, MAX_HEADS)
-    vocab = read_str(settings, f"{key}/vocab_path")
-    return Answers(heads or None, vocab or None, read_bool(settings, f"{key}/no_vocab", False))
+    vocab = OPENED_VOCAB_PATH.at(file=key).read(settings)
+    return OpenOptions(OPENED_N_HEADS.at(file=key).read(settings), Path(vocab) if vocab else None,
+                       OPENED_NO_VOCAB.at(file=key).read(settings))
 
 
-def remember(settings: QSettings, path: Path, answers: Answers) -> None:
+def remember(settings: QSettings, path: Path, answers: OpenOptions) -> None:
     """Store the answers for ``path`` (replacing earlier ones)."""
     key = settings_key(path)
-    settings.remove(key)
-    if answers == Answers():
+    for setting in (OPENED_PATH, OPENED_N_HEADS, OPENED_VOCAB_PATH, OPENED_NO_VOCAB):
+        setting.at(file=key).write(settings, None)
+    if answers == OpenOptions():
         return
-    settings.setValue(f"{key}/path", str(path.resolve()))
-    if answers.n_heads is not None:
-        settings.setValue(f"{key}/n_heads", str(answers.n_heads))
-    if answers.vocab_path:
-        settings.setValue(f"{key}/vocab_path", answers.vocab_path)
-    if answers.no_vocab:
-        settings.setValue(f"{key}/no_vocab", "true")
+    OPENED_PATH.at(file=key).write(settings, str(path.resolve()))
+    OPENED_N_HEADS.at(file=key).write(settings, answers.n_heads)
+    OPENED_VOCAB_PATH.at(file=key).write(settings, str(answers.vocab_path) if answers.vocab_path else None)
+    OPENED_NO_VOCAB.at(file=key).write(settings, True if answers.allow_no_tokenizer else None)
+
+
+def does_not_run(parent: QWidget | None, checkpoint: Checkpoint, exc: BaseException) -> None:
+    """Say that a model (or its tokenizer) was read but raises when it runs; the current model stays."""
+    name = checkpoint.origin.spec if checkpoint.origin is not None else (
+        readable(checkpoint.path.name) if checkpoint.path is not None else "the model")
+    dialogs.error(parent, ERROR_TITLE, f"{name}: the model was read but does not run "
+                                       f"({type(exc).__name__}: {clip(str(exc))})")
 
 
 class CheckpointOpener:
-    """Loads a file, asking the user what the file cannot tell.
+    """Loads a file or a Hub model, asking the user first what the file cannot tell.
 
     Parameters
     ----------
     parent : QWidget
         Parent of the dialogs.
     settings : QSettings
-        Where answers are remembered (group ``opened/``).
+        Where answers are remembered.
 
     Attributes
     ----------
     cancelled : bool
-        True after :meth:`open` returned None because the user cancelled a question.
+        True after :meth:`open` returned None because the user cancelled (a question, the fetch).
     """
 
     def __init__(self, parent: QWidget, settings: QSettings) -> None:
@@ -101,142 +97,145 @@ class CheckpointOpener:
         self.settings = settings
         self.cancelled = False
 
-    def open(self, path: str | os.PathLike, given: Answers | None = None) -> Checkpoint | None:
-        """Load ``path``, asking what it needs; None when cancelled or on error (already shown).
+    def open(self, ref: Reference, given: OpenOptions | None = None) -> Checkpoint | None:
+        """Load ``ref``: inspect it, ask what it needs, load once; None when cancelled or on error
+        (already shown in one dialog).
 
         Parameters
         ----------
-        path : path-like or str
-            A file or folder, or ``hf:REPO_ID[@REVISION]`` (fetched with a progress dialog and Cancel).
-        given : Answers, optional
+        ref : Path or HubRef
+            A file or folder, or a Hub model (fetched with a progress dialog and Cancel).
+        given : OpenOptions, optional
             Answers supplied up front (command-line options); used as they are, never asked.
         """
         self.cancelled = False
+        given = given or OpenOptions()
         try:
-            if is_hub_spec(path):
-                return self._open_hub(str(path), given)
-            return self._open(Path(path), given, load_any)
-        except Exception as exc:  # noqa: BLE001 - the app's boundary: one dialog, the current model stays
-            log.exception("opening %s failed", path)  # the traceback, for whoever runs the app from a terminal
-            name = readable(str(path) if is_hub_spec(path) else Path(path).name)
-            dialogs.error(self.parent, ERROR_TITLE, f"{name}: cannot be opened ({type(exc).__name__}: {clip(str(exc))})")
-            return None
-
-    def _open_hub(self, spec: str, given: Answers | None) -> Checkpoint | None:
-        """Fetch a Hub model off the GUI thread, then open its snapshot folder, named after the repository."""
-        try:
-            ref = parse_hub_spec(spec)  # a bad repository id is refused before anything is fetched
-            folder = fetch_in_background(self.parent, ref)
-        except HubError as exc:
+            opening = self._inspect(ref, given)
+            return None if opening is None else self._load(opening, given)
+        except CheckpointError as exc:  # the file, the fetch or an answer: the message says which
             dialogs.error(self.parent, ERROR_TITLE, str(exc))
-            return None
+        except Exception as exc:  # noqa: BLE001 - the app's boundary: one dialog, the current model stays
+            log.exception("opening %s failed", ref)  # the traceback, for whoever runs the app from a terminal
+            dialogs.error(self.parent, ERROR_TITLE,
+                          f"{reference_name(ref)}: cannot be opened ({type(exc).__name__}: {clip(str(exc))})")
+        return None
+
+    def _inspect(self, ref: Reference, given: OpenOptions) -> Opening | None:
+        """What the file is and asks; a Hub model fetched off the GUI thread first (None: cancelled)."""
+        if not isinstance(ref, HubRef):
+            return inspect(ref, given)
+        folder = fetch_in_background(self.parent, ref)
         if folder is None:
             self.cancelled = True
             return None
-        return self._open(folder, given, partial(load_snapshot, ref))
+        return inspect_snapshot(ref, folder, given)
 
-    def _open(self, path: Path, given: Answers | None, load) -> Checkpoint | None:
-        """:meth:`open` for a file or folder, loaded with ``load`` (:func:`load_any`'s signature)."""
-        answers = dataclasses.replace(given) if given is not None else Answers()
-        memory = recall(self.settings, path)
-        answered: dict[str, str] = {}  # kind -> "user" or "memory", for this opening's questions
-        for _ in range(MAX_ROUNDS):
+    def _load(self, opening: Opening, given: OpenOptions) -> Checkpoint | None:
+        """Every question answered (from memory or the user), then the one load; a vocabulary that does
+        not fit the model is explained and asked again (it is read before the model is built)."""
+        memory = recall(self.settings, opening.path)
+        answered: dict[str, str] = {}  # kind -> "user" or "memory"
+        answers = self._answer_all(opening.questions, given, memory, answered)
+        while answers is not None:
             try:
-                checkpoint = load(path, answers.n_heads, vocab_path=answers.vocab_path,
-                                  allow_no_tokenizer=answers.no_vocab)
-            except NeedsInput as exc:
-                if not self._answer(exc, answers, memory, answered):
-                    self.cancelled = True
-                    return None
-                continue
-            except CheckpointError as exc:
-                if "vocab" not in answered:  # the file itself is bad: nothing to ask
-                    dialogs.error(self.parent, ERROR_TITLE, str(exc))
-                    return None
-                # The model is sound (the vocabulary is read last): the chosen vocabulary is not.
-                # Tell the user and ask again; a remembered one that no longer fits is just dropped.
-                if answered.pop("vocab") == "user":
+                checkpoint = opening.load(answers)
+            except WrongVocabulary as exc:
+                if VOCAB not in answered:
+                    raise
+                if answered.pop(VOCAB) == "user":  # a remembered one that no longer fits is just dropped
                     dialogs.error(self.parent, "Not this model's vocabulary", str(exc))
-                answers.vocab_path = None
+                question = next(q for q in opening.questions if q.kind == VOCAB)
+                answers = self._answer(question, dataclasses.replace(answers, vocab_path=None), OpenOptions(),
+                                       answered)
                 continue
-            if not self._runs(checkpoint):
+            if not self._tokenizer_works(checkpoint):
                 return None
             if answered:
-                remember(self.settings, path, answers)
+                remember(self.settings, opening.path, answers)
             return checkpoint
-        dialogs.error(self.parent, ERROR_TITLE, f"{path.name}: the loader kept asking the same question")
+        self.cancelled = True
         return None
 
-    def _runs(self, checkpoint: Checkpoint) -> bool:
-        """Whether the loaded model runs on one token (and its tokenizer on a word), checked before
-        it replaces the current model; False after saying why."""
-        try:
-            checkpoint.model.trace([0])
-            if checkpoint.tokenizer is not None:
-                checkpoint.tokenizer.encode("once upon a time")
-        except Exception as exc:  # noqa: BLE001 - a model that loads but cannot run must not replace the current one
-            log.exception("the model of %s does not run", checkpoint.path)
-            name = checkpoint.origin or (readable(checkpoint.path.name) if checkpoint.path is not None else "the model")
-            dialogs.error(self.parent, ERROR_TITLE, f"{name}: the model was read but does not run "
-                                                    f"({type(exc).__name__}: {clip(str(exc))})")
-            return False
-        return True
+    def _answer_all(self, questions: tuple[Question, ...], given: OpenOptions, memory: OpenOptions,
+                    answered: dict[str, str]) -> OpenOptions | None:
+        """``given`` with an answer to each question, before anything is loaded; None when cancelled."""
+        answers: OpenOptions | None = given
+        for question in questions:
+            answers = self._answer(question, answers, memory, answered)
+            if answers is None:
+                return None
+        return answers
 
-    def _answer(self, exc: NeedsInput, answers: Answers, memory: Answers, answered: dict[str, str]) -> bool:
-        """Fill in ``answers`` for the question ``exc`` asks: from memory (once), else the user.
-        False when the user cancelled."""
-        if exc.kind == "n_heads":
-            if memory.n_heads in exc.choices:
-                answers.n_heads, memory.n_heads, answered["n_heads"] = memory.n_heads, None, "memory"
-                return True
-            answers.n_heads, answered["n_heads"] = self.ask_n_heads(exc), "user"
-            return answers.n_heads is not None
-        if exc.kind == "vocab":
-            if memory.no_vocab or (memory.vocab_path and Path(memory.vocab_path).exists()):
-                answers.vocab_path, answers.no_vocab = memory.vocab_path, memory.no_vocab
-                memory.vocab_path, memory.no_vocab, answered["vocab"] = None, False, "memory"
-                return True
-            answered["vocab"] = "user"
-            return self.ask_vocab(exc, answers)
-        dialogs.error(self.parent, ERROR_TITLE, str(exc))  # a question this app does not know
-        return False
+    def _answer(self, question: Question, answers: OpenOptions, memory: OpenOptions,
+                answered: dict[str, str]) -> OpenOptions | None:
+        """``answers`` with the answer to ``question``: from memory when it still fits, else the user's
+        (None when cancelled)."""
+        if question.kind == N_HEADS:
+            if memory.n_heads in question.choices:
+                answered[N_HEADS] = "memory"
+                return dataclasses.replace(answers, n_heads=memory.n_heads)
+            answered[N_HEADS] = "user"
+            n = self.ask_n_heads(question)
+            return None if n is None else dataclasses.replace(answers, n_heads=n)
+        if question.kind == VOCAB:
+            if memory.allow_no_tokenizer or (memory.vocab_path is not None and memory.vocab_path.exists()):
+                answered[VOCAB] = "memory"
+                return dataclasses.replace(answers, vocab_path=memory.vocab_path,
+                                           allow_no_tokenizer=memory.allow_no_tokenizer)
+            answered[VOCAB] = "user"
+            vocab = self.ask_vocab(question)
+            return None if vocab is None else dataclasses.replace(answers, vocab_path=vocab[0],
+                                                                  allow_no_tokenizer=vocab[1])
+        dialogs.error(self.parent, ERROR_TITLE, question.message)  # a question this app does not know
+        return None
 
-    def ask_n_heads(self, exc: NeedsInput) -> int | None:
-        """Heads per block: proposes ``exc.proposed``; a value that does not divide d_model is explained
-        and asked again. None when cancelled."""
-        possible = ", ".join(map(str, exc.choices))
-        value = exc.proposed or exc.choices[0]
+    def ask_n_heads(self, question: Question) -> int | None:
+        """Heads per block: proposes ``question.proposed``; a value that does not divide d_model is
+        explained and asked again. None when cancelled."""
+        possible = ", ".join(map(str, question.choices))
+        value = question.proposed or question.choices[0]
         while True:
             n = dialogs.ask_int(self.parent, "Number of attention heads",
-                                f"{exc}\n\nHeads per block (one of {possible}):", value, 1, max(exc.choices))
-            if n is None or n in exc.choices:
+                                f"{question.message}\n\nHeads per block (one of {possible}):", value, 1,
+                                max(question.choices))
+            if n is None or n in question.choices:
                 return n
             dialogs.error(self.parent, "Not a possible number of heads",
                           f"{n} heads do not divide the model's width; possible values: {possible}.")
 
-    def ask_vocab(self, exc: NeedsInput, answers: Answers) -> bool:
-        """A vocabulary file, GPT-2's folder, or none (tokens named by id). False when cancelled."""
-        choice = dialogs.ask_choice(self.parent, "Vocabulary not found", str(exc), VOCAB_CHOICES)
-        start = str(exc.path.resolve().parent)
+    def ask_vocab(self, question: Question) -> tuple[Path | None, bool] | None:
+        """A vocabulary file, GPT-2's folder, or none (tokens named by id): (path, no vocabulary), or
+        None when cancelled."""
+        choice = dialogs.ask_choice(self.parent, "Vocabulary not found", question.message, VOCAB_CHOICES)
+        start = str(question.path.resolve().parent)
+        path = None
         if choice == 0:
-            answers.vocab_path = dialogs.open_file(self.parent, "Choose the vocabulary", start, VOCAB_FILTER)
+            path = dialogs.open_file(self.parent, "Choose the vocabulary", start, VOCAB_FILTER)
         elif choice == 1:
-            answers.vocab_path = dialogs.open_folder(self.parent, "Choose the folder with encoder.json and vocab.bpe",
-                                                     start)
+            path = dialogs.open_folder(self.parent, "Choose the folder with encoder.json and vocab.bpe", start)
         elif choice == 2:
-            answers.vocab_path, answers.no_vocab = None, True
-            return True
-        if answers.vocab_path:
-            answers.vocab_path = str(Path(answers.vocab_path).resolve())
-            return True
-        return False
+            return None, True
+        return (Path(path).resolve(), False) if path else None
+
+    def _tokenizer_works(self, checkpoint: Checkpoint) -> bool:
+        """Whether the tokenizer encodes a word (the model's first run is the session's, when it is shown);
+        False after saying why."""
+        try:
+            if checkpoint.tokenizer is not None:
+                checkpoint.tokenizer.encode("once upon a time")
+        except Exception as exc:  # noqa: BLE001 - a tokenizer that cannot encode must not replace the current one
+            log.exception("the tokenizer of %s does not run", checkpoint.path)
+            does_not_run(self.parent, checkpoint, exc)
+            return False
+        return True
 
 
 def default_save_path(checkpoint: Checkpoint, fallback_dir: Path) -> Path:
     """Where Save As proposes to write: the file's stem + ``.safetensors`` beside it; for a Hub model
     the repository's name in ``fallback_dir`` (never inside the Hub's cache)."""
-    if checkpoint.origin is not None and is_hub_spec(checkpoint.origin):
-        return fallback_dir / f"{parse_hub_spec(checkpoint.origin).repo_id.split('/')[-1]}.safetensors"
+    if checkpoint.origin is not None:
+        return fallback_dir / f"{checkpoint.origin.repo_id.split('/')[-1]}.safetensors"
     if checkpoint.path is None:
         return fallback_dir / "model.safetensors"
     return checkpoint.path.resolve().with_suffix(".safetensors")

@@ -31,12 +31,11 @@ from explorer.core.views import token_label
 from explorer.qt.widgets.flow_layout import FlowLayout
 from explorer.qt.generation import Generator
 from explorer.qt.session import Session
-from explorer.qt.settings import read_float, read_int
+from explorer.qt.settings import (
+    GENERATE_MODE, GENERATE_N, GENERATE_SEED, GENERATE_TEMPERATURE, GENERATE_TOP_K, GENERATE_TOP_P, Setting,
+)
 from model.generate import Sampling
 
-DEFAULT_N = 20
-MAX_N = 2000
-MAX_SEED = 2**31 - 1
 PICK = "Select a generated token (a green chip, or its row in a map) to see what the model had to choose from."
 
 
@@ -61,35 +60,28 @@ class GeneratePanel(QWidget):
         self.button = QPushButton("Generate ▶")
         self.button.setToolTip("append N tokens chosen by the model (Ctrl+G); press again to stop")
         self.button.clicked.connect(self.toggle)
-        self.n_box = QSpinBox()
-        self.n_box.setRange(1, MAX_N)
-        self.n_box.setValue(DEFAULT_N)
+        self.n_box = _spin_box(QSpinBox(), GENERATE_N)
         self.n_box.setToolTip("how many tokens to add")
         self.mode = QComboBox()
         self.mode.addItems(["greedy", "sample"])
         self.mode.setToolTip("greedy: always the most likely token; sample: draw from the distribution below")
         self.mode.currentIndexChanged.connect(self._on_mode_changed)
-        self.temperature_box = QDoubleSpinBox()
-        self.temperature_box.setRange(0.05, 10.0)
+        self.temperature_box = _spin_box(QDoubleSpinBox(), GENERATE_TEMPERATURE)
         self.temperature_box.setSingleStep(0.1)
-        self.temperature_box.setValue(1.0)
         self.temperature_box.setToolTip("divides the logits before the softmax: below 1 sharper, above 1 flatter")
         self.top_k_box = QSpinBox()
         self.top_k_box.setSpecialValueText("all")
-        self.top_k_wanted = 0  # what was chosen (0: all); the box shows it clamped to the model's vocabulary
+        self.top_k_wanted = GENERATE_TOP_K.default  # what was chosen (0: all); the box shows it clamped to the model's vocabulary
         self.top_k_box.valueChanged.connect(self._on_top_k_changed)
         self.top_k_box.setToolTip("draw only from the k most likely tokens ('all': no limit)")
-        self.top_p_box = QDoubleSpinBox()
-        self.top_p_box.setRange(0.01, 1.0)
+        self.top_p_box = _spin_box(QDoubleSpinBox(), GENERATE_TOP_P)
         self.top_p_box.setSingleStep(0.05)
-        self.top_p_box.setValue(1.0)
         self.top_p_box.setToolTip("nucleus: draw only from the smallest set of most likely tokens whose probability "
                                   "reaches p (1: no limit)")
-        self.seed_box = QSpinBox()
-        self.seed_box.setRange(0, MAX_SEED)
+        self.seed_box = _spin_box(QSpinBox(), GENERATE_SEED)
         self.seed_box.setToolTip("the seed of the draws: the same seed and settings give the same text again")
         self.new_seed = QPushButton("new seed")
-        self.new_seed.clicked.connect(lambda: self.seed_box.setValue(int(np.random.default_rng().integers(MAX_SEED))))
+        self.new_seed.clicked.connect(lambda: self.seed_box.setValue(int(np.random.default_rng().integers(GENERATE_SEED.hi))))
         self.status = QLabel()
         self.branches = QComboBox()
         self.branches.setToolTip("the continuations made from this text: choose one to show it")
@@ -256,21 +248,29 @@ class GeneratePanel(QWidget):
 
     def save_settings(self, settings) -> None:
         """Remember N, the mode and the sampling settings (the seed too: a run can be repeated)."""
-        for key, value in (("n", self.n_box.value()), ("mode", self.mode.currentIndex()),
-                           ("temperature", self.temperature_box.value()), ("top_k", self.top_k_wanted),
-                           ("top_p", self.top_p_box.value()), ("seed", self.seed_box.value())):
-            settings.setValue(f"generate/{key}", value)
+        for setting, value in ((GENERATE_N, self.n_box.value()), (GENERATE_MODE, self.mode.currentIndex()),
+                               (GENERATE_TEMPERATURE, self.temperature_box.value()),
+                               (GENERATE_TOP_K, self.top_k_wanted), (GENERATE_TOP_P, self.top_p_box.value()),
+                               (GENERATE_SEED, self.seed_box.value())):
+            setting.write(settings, value)
 
     def restore_settings(self, settings) -> None:
-        """Restore them; a damaged value gives the default."""
-        self.n_box.setValue(read_int(settings, "generate/n", DEFAULT_N, 1, MAX_N))
-        self.mode.setCurrentIndex(read_int(settings, "generate/mode", 0, 0, 1))
-        self.temperature_box.setValue(read_float(settings, "generate/temperature", 1.0, 0.05, 10.0))
-        self.top_k_wanted = read_int(settings, "generate/top_k", 0, 0, 10**7)
+        """Restore them; a damaged value gives the default (:mod:`explorer.qt.settings`)."""
+        self.n_box.setValue(GENERATE_N.read(settings))
+        self.mode.setCurrentIndex(GENERATE_MODE.read(settings))
+        self.temperature_box.setValue(GENERATE_TEMPERATURE.read(settings))
+        self.top_k_wanted = GENERATE_TOP_K.read(settings)
         with QSignalBlocker(self.top_k_box):
             self.top_k_box.setValue(self.top_k_wanted)  # clamped to the model's vocabulary, if one is open
-        self.top_p_box.setValue(read_float(settings, "generate/top_p", 1.0, 0.01, 1.0))
-        self.seed_box.setValue(read_int(settings, "generate/seed", 0, 0, MAX_SEED))
+        self.top_p_box.setValue(GENERATE_TOP_P.read(settings))
+        self.seed_box.setValue(GENERATE_SEED.read(settings))
+
+
+def _spin_box(box, setting: Setting):
+    """``box`` with the setting's range and default."""
+    box.setRange(setting.lo, setting.hi)
+    box.setValue(setting.default)
+    return box
 
 
 def _labelled(text: str, box: QWidget) -> QWidget:

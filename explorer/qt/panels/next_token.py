@@ -33,12 +33,8 @@ from explorer.qt.plots.heatmap import settle_view, widen_axis
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.plots.plot_items import LabelAxis, plain_numbers, scroll_by_wheel
 from explorer.qt.session import Session
-from explorer.qt.settings import read_float, read_int
+from explorer.qt.settings import NEXT_TOKEN_K, NEXT_TOKEN_TEMPERATURE
 from model.tokens.names import WORD
-
-MAX_K = 1_000_000  # k is clamped to the vocabulary; this only bounds a stored setting
-DEFAULT_K = 10
-MAX_TEMPERATURE = 10.0
 
 BAR_HEIGHT = 0.8
 BAR_COLOUR, TARGET_COLOUR = "#4477aa", "#ee7733"  # the Why panel's chosen target in orange
@@ -59,15 +55,15 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         super().__init__(parent)
         self.session = session
         self.top: TopK | None = None
-        self.k_wanted = DEFAULT_K  # the user's k; shown clamped to the vocabulary
+        self.k_wanted = NEXT_TOKEN_K.default  # the user's k; shown clamped to the vocabulary
         self.k_box = QSpinBox()
-        self.k_box.setRange(1, DEFAULT_K)
-        self.k_box.setValue(DEFAULT_K)
+        self.k_box.setRange(NEXT_TOKEN_K.lo, NEXT_TOKEN_K.default)
+        self.k_box.setValue(NEXT_TOKEN_K.default)
         self.temperature_box = QDoubleSpinBox()
-        self.temperature_box.setRange(0.0, MAX_TEMPERATURE)
+        self.temperature_box.setRange(NEXT_TOKEN_TEMPERATURE.lo, NEXT_TOKEN_TEMPERATURE.hi)
         self.temperature_box.setSingleStep(0.1)
         self.temperature_box.setDecimals(2)
-        self.temperature_box.setValue(1.0)
+        self.temperature_box.setValue(NEXT_TOKEN_TEMPERATURE.default)
         self.temperature_box.setToolTip("0 = greedy: all probability on the most likely token")
         self.info = QLabel()
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
@@ -130,7 +126,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         # k is clamped to the vocabulary (the list scrolls; ranking all of GPT-2's 50,257 tokens
         # costs a few ms per keystroke, paid only by a user who asks for them all).
         with QSignalBlocker(self.k_box):
-            self.k_box.setMaximum(min(cfg.vocab_size, MAX_K) if cfg else 1)
+            self.k_box.setMaximum(min(cfg.vocab_size, NEXT_TOKEN_K.hi) if cfg else 1)
             self.k_box.setValue(self.k_wanted)
         self.schedule_refresh()
 
@@ -283,12 +279,12 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
 
     def save_settings(self, settings) -> None:
         """Remember k and the temperature."""
-        settings.setValue("next_token/k", self.k_wanted)
-        settings.setValue("next_token/temperature", self.temperature_box.value())
+        NEXT_TOKEN_K.write(settings, self.k_wanted)
+        NEXT_TOKEN_TEMPERATURE.write(settings, self.temperature_box.value())
 
     def restore_settings(self, settings) -> None:
-        """Restore k (1 to MAX_K) and the temperature (0 to 10); a value of another type or out of
-        range (a damaged settings file) gives the default, so it cannot stop the app."""
-        self.k_wanted = read_int(settings, "next_token/k", DEFAULT_K, 1, MAX_K)
+        """Restore k and the temperature; a value of another type or out of range (a damaged
+        settings file) gives the default (:mod:`explorer.qt.settings`), so it cannot stop the app."""
+        self.k_wanted = NEXT_TOKEN_K.read(settings)
         self.k_box.setValue(self.k_wanted)
-        self.temperature_box.setValue(read_float(settings, "next_token/temperature", 1.0, 0.0, MAX_TEMPERATURE))
+        self.temperature_box.setValue(NEXT_TOKEN_TEMPERATURE.read(settings))

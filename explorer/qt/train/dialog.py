@@ -38,6 +38,7 @@ from explorer.core.train_setup import (
 )
 from explorer.qt import dialogs, theme
 from explorer.qt.scheduling.background import run_with_progress
+from explorer.qt.settings import LAST_DIR
 from explorer.qt.plots.plot_items import plain_numbers
 from explorer.qt.train.run import TrainRun
 from model.training.data import CorpusError
@@ -224,7 +225,8 @@ class TrainDialog(QDialog):
         train, val = held_out_paths(choice.out)
         try:
             run_with_progress(self, "Train New Model", "Holding out a tenth of the stories for validation…",
-                              lambda _progress: split_for_validation(choice.corpus, train, val))
+                              lambda _cancel: split_for_validation(choice.corpus, train, val),
+                              lambda: (None, None))  # a busy bar: the split says nothing of how far it is
         except (CorpusError, OSError) as exc:
             self.problem.setText(str(exc))
             self.problem.setVisible(True)
@@ -276,8 +278,7 @@ def open_train_dialog(window) -> TrainDialog:
     """
     dialog = window.findChild(TrainDialog)
     if dialog is None:
-        folder = window.settings.value("last_dir") if isinstance(window.settings.value("last_dir"), str) else ""
-        dialog = TrainDialog(window, folder=folder if folder and Path(folder).is_dir() else str(Path.home()))
+        dialog = TrainDialog(window, folder=LAST_DIR.read(window.settings) or str(Path.home()))
 
         def follow(folder: str) -> None:
             window.docks["training"].show()
@@ -285,7 +286,7 @@ def open_train_dialog(window) -> TrainDialog:
             window.panels["training"].follow_folder(folder)
 
         dialog.sig_follow.connect(follow)
-        dialog.sig_open.connect(window.open_checkpoint)
+        dialog.sig_open.connect(lambda path: window.files.open_checkpoint(Path(path)))
     dialog.show()
     dialog.raise_()
     return dialog

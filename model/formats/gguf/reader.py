@@ -13,30 +13,32 @@ from __future__ import annotations
 
 import dataclasses
 
-from model.formats.base import Checkpoint, NotThisFormat, OpenOptions, Source
-from model.formats.common import Converted, Keys, finish
+from model.formats.base import NotThisFormat, OpenOptions, Source
+from model.formats.common import Converted, Keys, opening
 from model.formats.gguf.archs import architecture_of, architectures_opened, convert
 from model.formats.gguf.file import GGUFFile
 from model.formats.gguf.tensors import check_types, dequantize_all, supported_names
 from model.formats.gguf.vocab import gguf_tokenizer
+from model.formats.opening import Opening
 
 DESCRIPTION = (f"a GGUF file (llama.cpp's format; {architectures_opened()}; tensors in "
                f"{supported_names()})")
 
 
-def read(source: Source, options: OpenOptions) -> Checkpoint:
-    """Open a GGUF file as our model, with the file's vocabulary.
+def inspect(source: Source, options: OpenOptions) -> Opening:
+    """Read a GGUF file as our model, with the file's vocabulary (asked for when it has none).
 
     Returns
     -------
-    Checkpoint
-        ``source_format`` ``"gguf-llama"`` or ``"gguf-qwen2"``; ``storage`` the file's tensor types.
+    Opening
+        Its load gives a checkpoint with ``source_format`` ``"gguf-llama"`` or ``"gguf-qwen2"`` and
+        ``storage`` the file's tensor types.
 
     Raises
     ------
     NotThisFormat
         When the file does not start with the magic ``GGUF``.
-    NeedsInput, CheckpointError
+    CheckpointError
         As :func:`model.checkpoint.load_any`: a file cut short or damaged, an architecture or a
         tensor type this app does not open (naming it), a key that disagrees with the weights.
     """
@@ -50,4 +52,4 @@ def read(source: Source, options: OpenOptions) -> Checkpoint:
     tokenizer = gguf_tokenizer(gf)
     conv = Converted(f"gguf-{arch.name}", config, ours, facts,
                      find_tokenizer=lambda: (tokenizer, [gf.path]))
-    return dataclasses.replace(finish(source, conv, options), storage=storage)
+    return opening(source, conv, options).wrapped(lambda load: dataclasses.replace(load(), storage=storage))

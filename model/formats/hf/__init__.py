@@ -5,15 +5,15 @@ A model folder as ``save_pretrained`` writes it (or as the hub's cache holds a s
 ``pytorch_model.bin`` and its index, read with ``torch.load(weights_only=True)`` only) and the
 tokenizer (``tokenizer.json``, or GPT-2's ``vocab.json`` + ``merges.txt``).
 
-- :mod:`~model.formats.hf.reader`: the folder, its config and the family (the reader's ``read``);
+- :mod:`~model.formats.hf.reader`: the folder, its config and the family (the reader's ``inspect``);
 - :mod:`~model.formats.hf.gpt`, :mod:`~model.formats.hf.llama`: each family's names and settings
   translated to our config and state dict;
 - :mod:`~model.formats.hf.weights`, :mod:`~model.formats.hf.tokenizer`: the folder's files;
 - :mod:`~model.formats.hf.fields`: reading config.json fields, every refusal naming its field.
 """
 
-from model.formats.hf.reader import FAMILIES, families_opened, read
+from model.formats.hf.reader import FAMILIES, families_opened, inspect
 
 DESCRIPTION = "Hugging Face model folder (gpt2, gpt_neo, llama, mistral: config.json + weights + tokenizer)"
 
-__all__ = ["DESCRIPTION", "FAMILIES", "families_opened", "read"]
+__all__ = ["DESCRIPTION", "FAMILIES", "families_opened", "inspect"]

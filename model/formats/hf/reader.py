@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source
-from model.formats.common import Converted, Keys, finish
+from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source
+from model.formats.common import Converted, Keys, opening
+from model.formats.opening import Opening
 from model.formats.hf import gpt, llama
 from model.formats.hf.fields import HFConfig, drop_buffers
 from model.formats.hf.tokenizer import folder_tokenizer
@@ -127,14 +128,15 @@ def _training(config: HFConfig, family: Family, weights: dict[str, Any], notes: 
     return {**facts, **weights, **notes}
 
 
-def read(source: Source, options: OpenOptions) -> Checkpoint:
-    """Open a Hugging Face model folder as our model, with the folder's tokenizer.
+def inspect(source: Source, options: OpenOptions) -> Opening:
+    """Read a Hugging Face model folder as our model, with the folder's tokenizer (asked for when the
+    folder has none).
 
     Raises
     ------
     NotThisFormat
         When the source is not a Hugging Face model folder (see :func:`model_folder`, :func:`read_config`).
-    NeedsInput, CheckpointError
+    CheckpointError
         As :func:`model.checkpoint.load_any`; an unknown family names its model_type.
     """
     folder = model_folder(source)
@@ -145,4 +147,4 @@ def read(source: Source, options: OpenOptions) -> Checkpoint:
     gpt_config, ours, notes = family.convert(config, keys)
     conv = Converted(family.format, gpt_config, ours, _training(config, family, weights, notes),
                      find_tokenizer=lambda: folder_tokenizer(folder))
-    return finish(source if source.path == folder else Source(folder), conv, options)
+    return opening(source if source.path == folder else Source(folder), conv, options)

@@ -35,10 +35,11 @@ from typing import Any
 
 import torch
 
-from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, fail
-from model.formats.common import Converted, Keys, check_n_heads, finish, first_keys, make_config, scalars, strip_prefixes
+from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source, fail
+from model.formats.common import Converted, Keys, check_n_heads, first_keys, make_config, opening, scalars, strip_prefixes
 from model.formats.llama2c.bin import EMB, BinHeader, read_bin, read_header
 from model.formats.llama2c.vocab import find_llama2c_tokenizer
+from model.formats.opening import Opening
 from model.formats.pickled.safe_pickle import DATA_PKL_MAX_BYTES
 from model.core.plain import short_repr
 
@@ -172,7 +173,7 @@ def convert(path: Path, state: dict, args: dict, training: dict) -> Converted:
     return Converted(FORMAT, config, out, training, find_tokenizer=lambda: find_llama2c_tokenizer(path, vocab))
 
 
-def _read_torch(source: Source, options: OpenOptions) -> Checkpoint:
+def _inspect_torch(source: Source, options: OpenOptions) -> Opening:
     obj = source.torch_object
     found = recognise(source.path, obj)
     if found is None:
@@ -182,7 +183,7 @@ def _read_torch(source: Source, options: OpenOptions) -> Checkpoint:
         raise fail(source.path, "a llama2.c model.py state_dict without model_args: the number of heads and "
                                 "the context length are not in it. Open the ckpt.pt that train.py writes "
                                 "(or the model.bin exported from it).")
-    return finish(source, convert(source.path, state, args, _run_facts(source.path, run)), options)
+    return opening(source, convert(source.path, state, args, _run_facts(source.path, run)), options)
 
 
 def _pickle_mentions(path: Path, *names: str) -> bool:
@@ -202,7 +203,7 @@ def _pickle_mentions(path: Path, *names: str) -> bool:
     return all(name.encode() in data for name in names)
 
 
-def _read_folder(source: Source, options: OpenOptions) -> Checkpoint:
+def _inspect_folder(source: Source, options: OpenOptions) -> Opening:
     """The llama2.c model in a folder: its one ckpt.pt-style file, else its one model.bin.
 
     The checkpoint's ``path`` is the folder (what was opened, and what Reload opens again); its
@@ -227,27 +228,28 @@ def _read_folder(source: Source, options: OpenOptions) -> Checkpoint:
             names = ", ".join(s.path.name for s in found)
             raise fail(source.path, f"the folder holds several llama2.c models ({names}): open one of them")
         if found:
-            return dataclasses.replace(read(found[0], options), path=source.path)
+            return inspect(found[0], options).wrapped(lambda load: dataclasses.replace(load(), path=source.path))
     raise NotThisFormat(f"{source.path.name}: no llama2.c ckpt.pt or model.bin in the folder")
 
 
-def read(source: Source, options: OpenOptions) -> Checkpoint:
-    """Open a llama2.c ``model.bin`` (version 0 or 1), ``ckpt.pt``, or a folder with one.
+def inspect(source: Source, options: OpenOptions) -> Opening:
+    """Read a llama2.c ``model.bin`` (version 0 or 1), ``ckpt.pt``, or a folder with one, asking for
+    the vocabulary when no ``tokenizer.bin`` is found.
 
     Raises
     ------
     NotThisFormat
         When the file is none of them.
-    NeedsInput, CheckpointError
+    CheckpointError
         As :func:`model.checkpoint.load_any`; a version-2 (int8) file, and a model.bin whose size
         is not what its header implies, are CheckpointErrors naming the problem.
     """
     if source.container == "folder":
-        return _read_folder(source, options)
+        return _inspect_folder(source, options)
     if source.container in ("unknown", "pickle"):  # a model.bin starting 0x80 0x02..0x05 sniffs as a pickle
         header = read_header(source.path)
         if header is not None:
-            return finish(source, _bin_converted(source.path, header), options)
+            return opening(source, _bin_converted(source.path, header), options)
     if source.container in ("torch-zip", "pickle"):
-        return _read_torch(source, options)
+        return _inspect_torch(source, options)
     raise NotThisFormat(f"{source.path.name}: neither a llama2.c model.bin header nor a torch file")

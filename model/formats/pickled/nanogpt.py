@@ -17,11 +17,12 @@ from typing import Any
 
 import torch
 
-from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, is_file
+from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source, is_file
 from model.formats.common import (
-    Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads, scalars,
+    Converted, Keys, check_n_heads, first_keys, foreign_object, make_config, opening, resolve_n_heads, scalars,
     strip_prefixes,
 )
+from model.formats.opening import Opening
 from model.formats.pickled.safe_pickle import load_restricted
 from model.core.plain import short_repr
 from model.formats.vocab import (
@@ -55,21 +56,22 @@ def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
     return None
 
 
-def read(source: Source, options: OpenOptions) -> Checkpoint:
-    """Open a nanoGPT checkpoint (or bare state dict) as our model.
+def inspect(source: Source, options: OpenOptions) -> Opening:
+    """Read a nanoGPT checkpoint (or bare state dict) as our model, asking for n_heads (a bare state
+    dict) and the vocabulary (no meta.pkl found) where the file cannot tell.
 
     Raises
     ------
     NotThisFormat
         When the file holds no nanoGPT state dict.
-    NeedsInput, CheckpointError
+    CheckpointError
         As :func:`model.checkpoint.load_any`.
     """
     obj = foreign_object(source)
     found = recognise(source.path, obj)
     if found is None:
         raise NotThisFormat(first_keys(obj))
-    return finish(source, convert(source.path, *found, n_heads=options.n_heads), options)
+    return opening(source, convert(source.path, *found, n_heads=options.n_heads), options)
 
 
 def _drop_mask_buffers(state: dict[str, Any]) -> dict[str, Any]:
@@ -109,10 +111,11 @@ def _map_block(keys: Keys, i: int, d: int, d_mlp: int, bias: bool, out: dict) ->
 def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int | None) -> Converted:
     """Translate a nanoGPT state dict (prefixes already stripped) to our config and names.
 
+    A bare state dict without ``n_heads`` gets the proposed number and the question
+    (``heads_question``).
+
     Raises
     ------
-    NeedsInput
-        kind ``"n_heads"`` for a bare state dict without ``n_heads``.
     CheckpointError
         On missing, misshapen or unexpected tensors, or model_args that contradict the weights.
     """
@@ -127,12 +130,11 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
     for name, value in (("vocab_size", vocab), ("n_embd", d), ("block_size", ctx),
                         ("n_layer", n_layers), ("bias", bias)):
         _agree(path, args, name, value)
+    question = None
     if args is not None and "n_head" in args:
         heads = check_n_heads(path, args["n_head"], d, "model_args")
-    elif n_heads is not None:
-        heads = check_n_heads(path, n_heads, d, "given")
     else:
-        raise needs_n_heads(path, d, "This nanoGPT state_dict has no model_args.")
+        heads, question = resolve_n_heads(path, d, n_heads, "This nanoGPT state_dict has no model_args.")
     out = {"tok_emb.weight": wte, "pos_emb.weight": wpe}
     for i in range(n_layers):
         _map_block(keys, i, d, d_mlp, bias, out)
@@ -150,7 +152,7 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
         tied_unembed=tied,
     )
     return Converted(FORMAT, config, out, _training(run, path),
-                     find_tokenizer=lambda: find_tokenizer(path, run, vocab))
+                     find_tokenizer=lambda: find_tokenizer(path, run, vocab), heads_question=question)
 
 
 def _training(run: dict, path: Path) -> dict[str, Any]:

@@ -14,11 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from model.formats.base import Checkpoint, CheckpointError, NotThisFormat, OpenOptions, Source, is_file
+from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source, is_file
 from model.formats.common import (
-    Converted, Keys, check_n_heads, finish, first_keys, foreign_object, make_config, needs_n_heads,
+    Converted, Keys, check_n_heads, first_keys, foreign_object, make_config, opening, resolve_n_heads,
     strip_prefixes,
 )
+from model.formats.opening import Opening, Question
 from model.formats.vocab import (
     GPT2_VOCAB_SIZE, find_gpt2_tokenizer, find_word_vocab, gpt2_search_dirs, read_json,
     tokenizer_from_path,
@@ -43,21 +44,22 @@ def recognise(path: Path, obj: Any) -> dict | None:
     return None
 
 
-def read(source: Source, options: OpenOptions) -> Checkpoint:
-    """Open an LLMs-from-scratch ``GPTModel`` state dict as our model.
+def inspect(source: Source, options: OpenOptions) -> Opening:
+    """Read an LLMs-from-scratch ``GPTModel`` state dict as our model, asking for n_heads (no sidecar
+    config) and the vocabulary (no word vocabulary beside it, not GPT-2's size) where it cannot tell.
 
     Raises
     ------
     NotThisFormat
         When the file holds no such state dict.
-    NeedsInput, CheckpointError
+    CheckpointError
         As :func:`model.checkpoint.load_any`.
     """
     obj = foreign_object(source)
     state = recognise(source.path, obj)
     if state is None:
         raise NotThisFormat(first_keys(obj))
-    return finish(source, convert(source.path, state, options.n_heads), options)
+    return opening(source, convert(source.path, state, options.n_heads), options)
 
 
 def sidecar_paths(path: Path) -> list[Path]:
@@ -83,15 +85,14 @@ def _check_sidecar(path: Path, side: Path, cfg: dict, facts: dict[str, Any]) -> 
             )
 
 
-def _resolve_n_heads(path: Path, d: int, facts: dict[str, Any], n_heads: int | None) -> int:
+def _resolve_n_heads(path: Path, d: int, facts: dict[str, Any], n_heads: int | None) -> tuple[int, Question | None]:
+    """The sidecar's heads, else the caller's, else the proposed number with the question."""
     side = read_sidecar(path)
     if side is not None:
         _check_sidecar(path, side[0], side[1], facts)
-        return check_n_heads(path, side[1]["n_heads"], d, side[0].name)
-    if n_heads is not None:
-        return check_n_heads(path, n_heads, d, "given")
+        return check_n_heads(path, side[1]["n_heads"], d, side[0].name), None
     names = " or ".join(p.name for p in sidecar_paths(path))
-    raise needs_n_heads(path, d, f"No sidecar config ({names}) was found beside it.")
+    return resolve_n_heads(path, d, n_heads, f"No sidecar config ({names}) was found beside it.")
 
 
 def _map_block(keys: Keys, i: int, d: int, d_mlp: int, qkv_bias: bool, bias: bool, out: dict) -> None:
@@ -113,10 +114,11 @@ def _map_block(keys: Keys, i: int, d: int, d_mlp: int, qkv_bias: bool, bias: boo
 def convert(path: Path, state: dict, n_heads: int | None) -> Converted:
     """Translate the book's ``GPTModel`` state dict to our config and names.
 
+    When no sidecar says n_heads and ``n_heads`` is None, the config has the proposed number and
+    the result the question (``heads_question``).
+
     Raises
     ------
-    NeedsInput
-        kind ``"n_heads"`` when no sidecar says it and ``n_heads`` is None.
     CheckpointError
         On missing, misshapen or unexpected tensors, an ``out_head`` that is not
         vocab_size x d_model (a classifier head), or a sidecar that contradicts the weights.
@@ -140,7 +142,7 @@ def convert(path: Path, state: dict, n_heads: int | None) -> Converted:
         raise CheckpointError(f"{path.name}: out_head has a bias, which this app's model does not have")
     facts = {"vocab_size": vocab, "emb_dim": d, "context_length": ctx, "n_layers": n_layers,
              "qkv_bias": qkv_bias}
-    heads = _resolve_n_heads(path, d, facts, n_heads)
+    heads, question = _resolve_n_heads(path, d, facts, n_heads)
     out = {"tok_emb.weight": tok, "pos_emb.weight": pos}
     for i in range(n_layers):
         _map_block(keys, i, d, d_mlp, qkv_bias, bias, out)
@@ -154,7 +156,8 @@ def convert(path: Path, state: dict, n_heads: int | None) -> Converted:
         tied_unembed=False,
     )
     training = {"source": "LLMs-from-scratch", "file": path.name}
-    return Converted(FORMAT, config, out, training, find_tokenizer=lambda: find_tokenizer(path, vocab))
+    return Converted(FORMAT, config, out, training, find_tokenizer=lambda: find_tokenizer(path, vocab),
+                     heads_question=question)
 
 
 def find_tokenizer(path: Path, vocab: int):
