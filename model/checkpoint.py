@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from model.formats import hf, hub, native
+from model.formats.gguf import reader as gguf
 from model.formats.llama2c import reader as llama2c
 from model.formats.pickled import nanogpt
 from model.formats.pickled import raschka
@@ -31,11 +32,12 @@ from model.formats.opening import Opening, Question
 from model.formats.refs import HubRef, Reference, as_reference
 from model.core.plain import clip, readable, shown_name
 
-#: The readers :func:`inspect` tries, in order: our own format first; a Hugging Face folder (or
+#: The readers :func:`inspect` tries, in order: our own format first, then GGUF (its magic says
+#: it); a Hugging Face folder (or
 #: one of its weight files) before nanoGPT, whose names GPT-2's resemble; llama2.c before the
 #: torch-file readers: its model.bin has no magic, and one whose first bytes look like a pickle
 #: would otherwise be handed to torch.load.
-READERS = (native, hf, llama2c, nanogpt, raschka)
+READERS = (native, gguf, hf, llama2c, nanogpt, raschka)
 
 MESSAGE_MAX_CHARS = 2000  # a loader's message is shown whole in a dialog or on one line of stderr
 
@@ -90,7 +92,8 @@ def load_any(
 ) -> Checkpoint:
     """Open any checkpoint format the app knows, recognised from the file's contents.
 
-    Our ``.safetensors``; a Hugging Face model folder (gpt2, gpt_neo, llama, mistral; see
+    Our ``.safetensors``; a GGUF file (llama.cpp's format, architectures llama and qwen2; see
+    :mod:`model.formats.gguf`); a Hugging Face model folder (gpt2, gpt_neo, llama, mistral; see
     :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
     (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with

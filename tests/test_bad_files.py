@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from damaged_files import (
-    CORPUS, LLAMA2C, META, NANO, RASCHKA, RASCHKA_SIDECAR, dict_key_bomb, hf_folder, nanogpt_file, native_file,
-    raschka_file, shared_list_meta,
+    CORPUS, LLAMA2C, META, NANO, RASCHKA, RASCHKA_SIDECAR, dict_key_bomb, gguf_copy, hf_folder, nanogpt_file,
+    native_file, raschka_file, shared_list_meta,
 )
 from model.checkpoint import CheckpointError, ReaderFailure, load_any, load_checkpoint, save_as
 from model.formats.pickled.bounds import PickleTooComplex, check_pickle_bytes
@@ -72,6 +72,9 @@ def _cut_copy(tmp_path, what):
     if what == "our .safetensors":
         path = native_file(tmp_path)
         return path, path, {}
+    if what == "GGUF file":
+        path = gguf_copy(tmp_path).path
+        return path, path, {}
     if what.startswith("Hugging Face "):
         folder = hf_folder(tmp_path, "hf-llama")
         return folder / what.split()[-1], folder, {}
@@ -90,7 +93,7 @@ def _cut_copy(tmp_path, what):
 @pytest.mark.parametrize("what", ["our .safetensors", "nanoGPT ckpt.pt", "LLMs-from-scratch model.pth",
                                   "llama2.c model.bin", "llama2.c ckpt.pt", "nanoGPT meta.pkl", "llama2.c tokenizer.bin",
                                   "word vocabulary JSON", "Hugging Face config.json", "Hugging Face model.safetensors",
-                                  "Hugging Face tokenizer.json"])
+                                  "Hugging Face tokenizer.json", "GGUF file"])
 def test_a_file_of_any_format_cut_anywhere_is_one_clear_message(what, tmp_path, no_hang):
     target, opened, options = _cut_copy(tmp_path, what)
     data = target.read_bytes()

@@ -26,6 +26,7 @@ IN_THE_APP = [
     "torch pickle whose dict key would take 2^64 steps to hash",
     "Hugging Face tokenizer.json whose unknown-word token is not in its vocabulary",
     "a damaged file whose name is not UTF-8",
+    "GGUF cut inside the tensor data",
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QMessageBox, QProgressDialog, QWidget
 
-CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin);;All files (*)"
+CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.gguf *.pt *.pth *.bin);;GGUF (*.gguf);;All files (*)"
 TEXT_FILTER = "Text (*.txt);;All files (*)"
 
 

@@ -21,6 +21,7 @@ from model.core.config import GPTConfig
 from model.formats.errors import CheckpointError, NeedsInput, NotThisFormat
 from model.formats.pickled.safe_pickle import torch_load
 from model.formats.refs import HubRef, Reference
+from model.formats.storage import WeightStorage
 from model.core.plain import clip, load_json, readable, shown_name
 from model.tokens.tokenizer import Tokenizer
 from model.core.transformer import GPT
@@ -45,12 +46,15 @@ class Checkpoint:
                                    for a foreign model where it came from, and any ``note`` on it.
     source_format : str            ``"transformer-explorer"`` or the foreign format it was read from
                                    (``"nanogpt"``, ``"llms-from-scratch"``, ``"hf-gpt2"``,
-                                   ``"hf-gpt-neo"``, ``"hf-llama"``, ``"hf-mistral"``).
+                                   ``"hf-gpt-neo"``, ``"hf-llama"``, ``"hf-mistral"``, ``"gguf-llama"``,
+                                   ``"gguf-qwen2"``).
     vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
                                    by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
     origin : HubRef or None        what was opened when it is not ``path`` itself: the repository of a
                                    model from the Hugging Face Hub (``path`` is then its snapshot folder
                                    in the Hub's cache); Reload and Open Recent open it again.
+    storage : WeightStorage or None  how the file stored the weights when they were quantised blocks
+                                   (GGUF), dequantised to float32 on opening; None for plain float files.
     """
 
     model: GPT
@@ -60,6 +64,7 @@ class Checkpoint:
     source_format: str = "transformer-explorer"  # native.FORMAT_NAME
     vocab_padding: int = 0
     origin: HubRef | None = None
+    storage: WeightStorage | None = None
 
     @property
     def config(self) -> GPTConfig:
@@ -122,8 +127,8 @@ class Source:
         The file, or the folder (for a ``config.json``, its folder).
     container : str
         ``"safetensors"`` (8-byte header length, then ``{``), ``"torch-zip"`` (``PK``, what
-        torch.save writes), ``"pickle"`` (protocol 2+, torch's legacy format), ``"folder"`` (a
-        directory: readers look inside it) or ``"unknown"``.
+        torch.save writes), ``"pickle"`` (protocol 2+, torch's legacy format), ``"gguf"`` (the magic
+        ``GGUF``, llama.cpp's format), ``"folder"`` (a directory: readers look inside it) or ``"unknown"``.
 
     Raises
     ------
@@ -161,6 +166,8 @@ class Source:
                                  f"but the file has {size:,} (an incomplete download or copy?)")
         if head.startswith(b"PK\x03\x04"):
             return "torch-zip"
+        if head.startswith(b"GGUF"):
+            return "gguf"
         if head[0] == 0x80 and len(head) > 1 and 2 <= head[1] <= 5:
             return "pickle"
         return "unknown"

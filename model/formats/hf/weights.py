@@ -20,7 +20,7 @@ from model.core.plain import clip, read_json_file, short_repr
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 #: Weights in formats this app does not read, named in the message when nothing else is there.
-OTHER_WEIGHTS = ("tf_model.h5", "flax_model.msgpack", "model.ckpt.index", "*.gguf", "*.onnx")
+OTHER_WEIGHTS = ("tf_model.h5", "flax_model.msgpack", "model.ckpt.index", "*.onnx")
 INDEX_MAX_BYTES = 64 * 1024 * 1024
 
 
@@ -99,4 +99,8 @@ def read_weights(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]
             return _state_dict(path), {"weights": name}
     others = [p.name for pattern in OTHER_WEIGHTS for p in sorted(folder.glob(pattern))]
     found = f"; it has {', '.join(others)}, which this app does not read" if others else ""
+    ggufs = sorted(p.name for p in folder.glob("*.gguf"))
+    if ggufs:  # a GGUF file is a whole model of its own (model.formats.gguf)
+        more = {1: "", 2: " (or the other one)"}.get(len(ggufs), f" (or one of the {len(ggufs) - 1} others)")
+        found += f"; a GGUF file is a model by itself: open {ggufs[0]}{more}"
     raise CheckpointError(f"{folder.name}: no weights: looked for {', '.join(WEIGHT_FILES)}{found}")

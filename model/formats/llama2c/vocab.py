@@ -25,7 +25,6 @@ are named ``<s>`` and ``</s>`` (the sentencepiece names) instead of their export
 
 from __future__ import annotations
 
-import math
 import struct
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from tokenizers import Regex, decoders, normalizers, processors
 from tokenizers.models import BPE
 
 from model.formats.errors import CheckpointError
+from model.tokens.merges import merges_by_score
 from model.tokens.tokenizer import Tokenizer
 
 BOS_ID, EOS_ID, BYTE_OFFSET = 1, 2, 3  # run.c: BOS = 1, EOS = 2, byte b is id b + 3
@@ -114,22 +114,13 @@ def _is_utf8(data: bytes) -> bool:
 
 
 def _merges(path: Path, texts: list[str], names: list[str], scores: list[float]) -> list[tuple[str, str]]:
-    """Every (a, b) with a, b and a + b pieces, the best-scoring result first (ties: by id)."""
-    ids = {t: i for i, t in enumerate(texts)}
-    ranked = []
-    for target, i in ids.items():
-        score = scores[i]
-        if math.isnan(score) or score <= MERGE_FLOOR:
-            continue
-        for k in range(1, len(target)):
-            a, b = ids.get(target[:k]), ids.get(target[k:])
-            if a is None or b is None:
-                continue
-            if names[a] != texts[a] or names[b] != texts[b] or names[i] != texts[i]:
-                raise CheckpointError(f"{path.name}: piece {i} {target!r} is made from the BOS or EOS text")
-            ranked.append((-score, i, k, texts[a], texts[b]))
-    ranked.sort()
-    return [(a, b) for *_, a, b in ranked]
+    """Every (a, b) with a, b and a + b pieces, the best-scoring result first (ties: by id; see
+    :func:`model.tokens.merges.merges_by_score`)."""
+    ranked = merges_by_score(texts, scores, MERGE_FLOOR)
+    for i, a, b in ranked:
+        if names[a] != texts[a] or names[b] != texts[b] or names[i] != texts[i]:
+            raise CheckpointError(f"{path.name}: piece {i} {texts[i]!r} is made from the BOS or EOS text")
+    return [(texts[a], texts[b]) for _, a, b in ranked]
 
 
 def llama2c_tokenizer(path: Path) -> Tokenizer:
