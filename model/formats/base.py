@@ -17,10 +17,11 @@ from typing import Any
 
 import torch
 
+from model.core.architectures import model_class
 from model.core.config import GPTConfig
 from model.formats.errors import CheckpointError, NeedsInput, NotThisFormat
 from model.formats.pickled.safe_pickle import torch_load
-from model.formats.refs import HubRef, Reference
+from model.formats.refs import BuiltinRef, HubRef, Reference
 from model.formats.storage import WeightStorage
 from model.core.plain import clip, load_json, readable, shown_name
 from model.tokens.tokenizer import Tokenizer
@@ -39,7 +40,8 @@ class Checkpoint:
 
     Attributes
     ----------
-    model : GPT                    in eval mode, float32, on the CPU.
+    model : GPT or WindowMLP       in eval mode, float32, on the CPU (a WindowMLP: the model before
+                                   attention, :mod:`model.core.window`; only our own format holds one).
     tokenizer : Tokenizer or None  None when no vocabulary is known (tokens are named by id).
     path : Path or None            the file (or model folder) it came from.
     training : dict                training facts from the metadata (steps, losses, command, ...);
@@ -50,9 +52,10 @@ class Checkpoint:
                                    ``"gguf-qwen2"``).
     vocab_padding : int            embedding rows past the tokenizer's vocabulary, never produced
                                    by it (nanoGPT pads GPT-2's 50,257 tokens to 50,304 rows).
-    origin : HubRef or None        what was opened when it is not ``path`` itself: the repository of a
-                                   model from the Hugging Face Hub (``path`` is then its snapshot folder
-                                   in the Hub's cache); Reload and Open Recent open it again.
+    origin : HubRef, BuiltinRef or None  what was opened when it is not ``path`` itself: the repository
+                                   of a model from the Hugging Face Hub (``path`` is then its snapshot
+                                   folder in the Hub's cache), or a shipped model's name (``path`` is
+                                   its installed file); Reload and Open Recent open it again.
     storage : WeightStorage or None  how the file stored the weights when they were quantised blocks
                                    (GGUF), dequantised to float32 on opening; None for plain float files.
     """
@@ -63,12 +66,12 @@ class Checkpoint:
     training: dict[str, Any] = field(default_factory=dict)
     source_format: str = "transformer-explorer"  # native.FORMAT_NAME
     vocab_padding: int = 0
-    origin: HubRef | None = None
+    origin: HubRef | BuiltinRef | None = None
     storage: WeightStorage | None = None
 
     @property
     def config(self) -> GPTConfig:
-        """The model's config."""
+        """The model's config (a :class:`~model.core.window.WindowConfig` for the model before attention)."""
         return self.model.config
 
     @property
@@ -106,6 +109,27 @@ def is_file(path: Path) -> bool:
         return path.is_file()
     except (OSError, ValueError):
         return False
+
+
+#: Why a symbolic link cannot be read: what :func:`dangling` finds.
+LINK_NOWHERE = "a symbolic link that leads nowhere (its target is missing, or the links form a loop)"
+#: What a dangling link in a downloaded model folder (a Hub snapshot) usually is.
+NOT_DOWNLOADED = ("not downloaded: a download that was interrupted or left it out (cf. huggingface_hub#1222); "
+                  "fetch the model again")
+
+
+def dangling(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link whose target is not there (a Hub snapshot's file whose blob
+    an interrupted or filtered download never wrote); ``is_file()`` is False for it, as for no file."""
+    try:
+        return path.is_symlink() and not path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def broken_link(path: Path) -> CheckpointError:
+    """The error for a file of a model folder that is a link to nothing, naming the file."""
+    return CheckpointError(f"{shown_name(path.parent)}: {shown_name(path)} is {LINK_NOWHERE}: {NOT_DOWNLOADED}")
 
 
 #: A file with this name stands for its folder (a Hugging Face model folder's config).
@@ -175,7 +199,7 @@ class Source:
     def _missing(self) -> str:
         """Why a path that is neither a file nor a folder cannot be opened."""
         if self.path.is_symlink():
-            return "a symbolic link that leads nowhere (its target is missing, or the links form a loop)"
+            return LINK_NOWHERE
         return "no such file or folder" if not self.path.exists() else "not a file or folder"
 
     @cached_property
@@ -258,6 +282,33 @@ def _header_metadata(path: Path) -> dict[str, str]:
     return dict(metadata)
 
 
+def run_facts(run: dict, fields: tuple[tuple[str, str, type], ...]) -> dict[str, Any]:
+    """Training facts read from a foreign checkpoint's run dict (nanoGPT's and llama2.c's ``ckpt.pt``).
+
+    Parameters
+    ----------
+    run : dict
+        The checkpoint's top-level dict (``iter_num``, ``best_val_loss``, ...).
+    fields : tuple of (ours, theirs, kind)
+        Each fact's name in our metadata, its key in ``run`` and the type it must convert to.
+
+    Returns
+    -------
+    dict
+        ``ours -> kind(run[theirs])`` for each key present whose value converts; a value that does
+        not (inf steps, a text loss) is no fact to show and is left out.
+    """
+    facts: dict[str, Any] = {}
+    for ours, theirs, kind in fields:
+        value = run.get(theirs)
+        try:
+            if value is not None:
+                facts[ours] = kind(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return facts
+
+
 def atomic_write(path: str | os.PathLike, write) -> None:
     """Call ``write(tmp_path)``, then rename the temporary file onto ``path``.
 
@@ -326,7 +377,7 @@ def validate_state_dict(
     CheckpointError
         Naming the first missing, unexpected, misshapen, non-float or non-finite tensor.
     """
-    expected = GPT.state_dict_shapes(config)
+    expected = model_class(config).state_dict_shapes(config)
     missing = sorted(set(expected) - set(tensors))
     if missing:
         raise fail(path, f"missing tensor(s): {', '.join(missing[:5])}")
@@ -348,7 +399,8 @@ def validate_state_dict(
 
 
 def build_model(path: Path, config: GPTConfig, tensors: dict[str, torch.Tensor]) -> GPT:
-    """A GPT in eval mode with validated ``tensors`` as its weights (see validate_state_dict)."""
+    """A model of ``config``'s architecture (a GPT, or a WindowMLP for its config) in eval mode with
+    validated ``tensors`` as its weights (see validate_state_dict)."""
     return model_from_state(path, config, validate_state_dict(path, config, tensors))
 
 
@@ -364,7 +416,7 @@ def model_from_state(path: Path, config: GPTConfig, state: dict[str, torch.Tenso
     # (1.8 s on first use). The throw-away initialisation must not move torch's global RNG.
     try:
         with torch.random.fork_rng(devices=[]):
-            model = GPT(config)
+            model = model_class(config)(config)
     except (RuntimeError, MemoryError) as exc:  # the allocator: buffers the weights do not bound (RoPE angles)
         raise fail(path, f"cannot build this model in memory ({clip(str(exc), 120) or type(exc).__name__})") from exc
     model.load_state_dict(state, assign=True, strict=True)

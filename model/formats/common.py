@@ -15,13 +15,14 @@ import torch
 
 from model.core.config import GPTConfig
 from model.formats.base import (
-    Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source, check_tensor, model_from_state,
-    validate_state_dict,
+    LINK_NOWHERE, NOT_DOWNLOADED, Checkpoint, CheckpointError, NeedsInput, NotThisFormat, OpenOptions, Source,
+    check_tensor, dangling, model_from_state, validate_state_dict,
 )
 from model.formats.errors import WrongVocabulary
 from model.formats.opening import N_HEADS, VOCAB, Opening, Question
 from model.formats.vocab import (
-    GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, gpt2_missing_hint, tokenizer_from_path, vocab_padding,
+    GPT2_PADDED_ROWS, GPT2_VOCAB_SIZE, SHIPPED_GPT2_DIR, find_gpt2_folder, gpt2_missing_hint, gpt2_search_dirs,
+    tokenizer_from_path, vocab_padding,
 )
 from model.core.plain import clip, short_repr
 from model.tokens.tokenizer import Tokenizer
@@ -274,12 +275,27 @@ def foreign_object(source: Source) -> Any:
 
 
 def _vocab_question(path: Path, rows: int, searched: list[Path]) -> Question:
+    """No vocabulary was found: where it was looked for, which of those files is a link to nothing (not
+    downloaded), and for GPT-2's 50,257 (or nanoGPT's 50,304) rows either where GPT-2's files were
+    looked for, or, for a format that does not look there, GPT-2's files offered as a choice
+    (``suggested``): a vocabulary of that size need not be GPT-2's, so it is asked, not assumed."""
     message = f"{path.name}: no vocabulary was found for this model ({rows} tokens). Looked for: "
     message += ", ".join(str(p) for p in searched) + "."
+    broken = [p.name for p in searched if dangling(p)]
+    if broken:
+        message += f" {', '.join(broken)}: {LINK_NOWHERE}, {NOT_DOWNLOADED}."
+    suggested = None
     if rows in (GPT2_VOCAB_SIZE, GPT2_PADDED_ROWS):
-        message += " " + gpt2_missing_hint()
+        suggested = None if set(gpt2_search_dirs()) & set(searched) else find_gpt2_folder()
+        if suggested is None:
+            message += " " + gpt2_missing_hint()
+        else:
+            shipped = " (shipped with this app)" if suggested == SHIPPED_GPT2_DIR else ""
+            message += (f" {rows:,} tokens is the size of GPT-2's vocabulary, but a vocabulary of that size need not "
+                        f"be GPT-2's: if this model uses GPT-2's tokenizer, choose GPT-2's files{shipped}, in "
+                        f"{suggested}.")
     message += " Choose the vocabulary file, or open the model without one (tokens named by id)."
-    return Question(VOCAB, message, path, searched=tuple(searched))
+    return Question(VOCAB, message, path, searched=tuple(searched), suggested=suggested)
 
 
 def opening(source: Source, conv: Converted, given: OpenOptions) -> Opening:
@@ -329,7 +345,7 @@ def _answered(path: Path, config: GPTConfig, question: Question | None, options:
     if options.n_heads is None:
         raise question.error()
     heads = check_n_heads(path, options.n_heads, config.d_model, "given")
-    return dataclasses.replace(config, n_heads=heads, n_kv_heads=heads)
+    return dataclasses.replace(config, n_heads=heads, n_kv_heads=heads, d_head=config.d_model // heads)
 
 
 def _tokenizer(path: Path, rows: int, options: OpenOptions, found) -> Tokenizer | None:

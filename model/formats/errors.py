@@ -59,14 +59,17 @@ class NeedsInput(CheckpointError):
         For ``"n_heads"``: every value the weights allow (the divisors of d_model).
     searched : tuple of Path
         For ``"vocab"``: the places where a vocabulary was looked for.
+    suggested : Path, optional
+        For ``"vocab"``: a vocabulary to offer that the format does not assume (GPT-2's files).
     """
 
     def __init__(self, message: str, *, kind: str, path: str | os.PathLike,
                  proposed: int | None = None, choices: tuple[int, ...] = (),
-                 searched: tuple[Path, ...] = ()) -> None:
+                 searched: tuple[Path, ...] = (), suggested: Path | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.path = Path(path)
         self.proposed = proposed
         self.choices = tuple(choices)
         self.searched = tuple(searched)
+        self.suggested = Path(suggested) if suggested is not None else None

@@ -37,6 +37,8 @@ class Question:
     proposed : int or None       for n_heads: the most likely value, to offer as the default.
     choices : tuple of int       for n_heads: every value the weights allow (the divisors of d_model).
     searched : tuple of Path     for vocab: the places where a vocabulary was looked for.
+    suggested : Path or None     for vocab: a vocabulary the user may choose that the format does not
+                                 assume (GPT-2's files for a model with GPT-2's 50,257 rows), or None.
     """
 
     kind: str
@@ -45,6 +47,7 @@ class Question:
     proposed: int | None = None
     choices: tuple[int, ...] = ()
     searched: tuple[Path, ...] = ()
+    suggested: Path | None = None
 
     def answered_by(self, options: OpenOptions) -> bool:
         """Whether ``options`` answer it."""
@@ -55,7 +58,7 @@ class Question:
     def error(self) -> NeedsInput:
         """The question as the exception a caller without a user gets."""
         return NeedsInput(self.message, kind=self.kind, path=self.path, proposed=self.proposed,
-                          choices=self.choices, searched=self.searched)
+                          choices=self.choices, searched=self.searched, suggested=self.suggested)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
-"""What can be opened: a :data:`Reference` is a file or folder (a ``Path``) or a model on the Hugging
-Face Hub (a :class:`HubRef`), read from text once, where text comes in (a command line, a dialog,
-the recent-files list), by :func:`parse_reference`; everything after that holds the typed value.
+"""What can be opened: a :data:`Reference` is a file or folder (a ``Path``), a model on the Hugging
+Face Hub (a :class:`HubRef`) or a model shipped with the app (a :class:`BuiltinRef`), read from
+text once, where text comes in (a command line, a dialog, the recent-files list), by
+:func:`parse_reference`; everything after that holds the typed value.
 
-To add a kind of reference (a built-in model, say), add its frozen dataclass here, add it to
+To add a kind of reference (as :class:`BuiltinRef` was added), add its frozen dataclass here, add it to
 :data:`Reference`, give :func:`parse_reference` its prefix and :func:`reference_text` its text,
 and teach :func:`model.checkpoint.inspect` to open it.
 """
@@ -15,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
+import transformer_explorer_assets as shipped
+
 from model.core.plain import readable
-from model.formats.errors import HubError
+from model.formats.errors import CheckpointError, HubError
 
-__all__ = ["EXAMPLE", "HUB_PREFIX", "HUB_URL", "HubRef", "Reference", "as_reference", "parse_hub_spec",
-           "parse_reference", "reference_name", "reference_text"]
+__all__ = ["BUILTIN_PREFIX", "EXAMPLE", "HUB_PREFIX", "HUB_URL", "BuiltinRef", "HubRef", "Reference", "as_reference",
+           "builtin_models", "parse_builtin", "parse_hub_spec", "parse_reference", "reference_name", "reference_text"]
 
+BUILTIN_PREFIX = "builtin:"
 HUB_PREFIX = "hf:"
 HUB_URL = "https://huggingface.co/"
 EXAMPLE = "roneneldan/TinyStories-1M"
@@ -52,8 +56,55 @@ class HubRef:
         return HUB_PREFIX + self.name
 
 
-#: Anything :func:`model.checkpoint.inspect` opens: a file or folder, or a Hub model.
-Reference = Union[Path, HubRef]
+@dataclass(frozen=True)
+class BuiltinRef:
+    """A checkpoint shipped with the app, by name: ``builtin:NAME`` is ``NAME.safetensors`` in the
+    shipped files (:func:`transformer_explorer_assets.path`; see :func:`builtin_models`).
+
+    Attributes
+    ----------
+    name : str    the file's stem, e.g. ``tinystories-1L1H``.
+    """
+
+    name: str
+
+    @property
+    def spec(self) -> str:
+        """``builtin:NAME``, as the command lines, Open Recent and Reload take it."""
+        return BUILTIN_PREFIX + self.name
+
+    @property
+    def path(self) -> Path:
+        """The shipped file (it exists when the reference came from :func:`parse_builtin`)."""
+        return shipped.path(self.name + ".safetensors")
+
+
+#: Anything :func:`model.checkpoint.inspect` opens: a file or folder, a Hub model, or a shipped model.
+Reference = Union[Path, HubRef, BuiltinRef]
+
+
+def builtin_models() -> dict[str, Path]:
+    """The shipped checkpoints, by name (sorted): every ``*.safetensors`` at the top of the shipped
+    files, named by its stem. Nothing lists them by hand: a file added there is a model.
+    """
+    return dict(sorted((p.stem, p) for p in shipped.folder().glob("*.safetensors") if p.is_file()))
+
+
+def parse_builtin(text: str) -> BuiltinRef:
+    """Read ``builtin:NAME`` (the prefix optional, spaces around ignored).
+
+    Raises
+    ------
+    CheckpointError
+        When no shipped model has that name (the message lists the names there are).
+    """
+    name = text.strip().removeprefix(BUILTIN_PREFIX).strip()
+    known = builtin_models()
+    if name not in known:
+        names = ", ".join(BUILTIN_PREFIX + n for n in known) or "none (the shipped files are missing)"
+        raise CheckpointError(f"{BUILTIN_PREFIX}{name}: no model of that name is shipped with the app; "
+                              f"the shipped models are {names}")
+    return BuiltinRef(name)
 
 
 def parse_hub_spec(text: str) -> HubRef:
@@ -88,29 +139,33 @@ def parse_hub_spec(text: str) -> HubRef:
 
 def parse_reference(text: str) -> Reference:
     """The reference a text names: ``hf:REPO_ID[@REVISION]`` (leading and trailing spaces ignored) is
-    a :class:`HubRef`, anything else the path of a file or folder (a file literally named ``hf:...``
-    is given as ``./hf:...``).
+    a :class:`HubRef`, ``builtin:NAME`` a :class:`BuiltinRef`, anything else the path of a file or
+    folder (a file literally named ``hf:...`` or ``builtin:...`` is given as ``./hf:...``).
 
     Raises
     ------
     HubError
         For ``hf:`` followed by something that is not a repository id (see :func:`parse_hub_spec`).
+    CheckpointError
+        For ``builtin:`` followed by a name no shipped model has (see :func:`parse_builtin`).
     """
     if text.strip().startswith(HUB_PREFIX):
         return parse_hub_spec(text)
+    if text.strip().startswith(BUILTIN_PREFIX):
+        return parse_builtin(text)
     return Path(text)
 
 
 def as_reference(value: Reference | str | os.PathLike) -> Reference:
-    """A reference as it is (a ``Path`` or :class:`HubRef`), text parsed by :func:`parse_reference`,
-    any other path-like object as its ``Path``: for the functions that take all three.
+    """A reference as it is (a ``Path``, :class:`HubRef` or :class:`BuiltinRef`), text parsed by
+    :func:`parse_reference`, any other path-like object as its ``Path``: for the functions that take all three.
 
     Raises
     ------
-    HubError
+    HubError, CheckpointError
         As :func:`parse_reference`.
     """
-    if isinstance(value, (Path, HubRef)):
+    if isinstance(value, (Path, HubRef, BuiltinRef)):
         return value
     if isinstance(value, str):
         return parse_reference(value)
@@ -118,11 +173,15 @@ def as_reference(value: Reference | str | os.PathLike) -> Reference:
 
 
 def reference_text(ref: Reference) -> str:
-    """The text :func:`parse_reference` reads back as ``ref``: the path as it is, or ``hf:owner/name[@revision]``."""
-    return ref.spec if isinstance(ref, HubRef) else str(ref)
+    """The text :func:`parse_reference` reads back as ``ref``: the path as it is (``./`` in front of a
+    relative one that starts like a prefix), ``hf:owner/name[@revision]`` or ``builtin:NAME``."""
+    if not isinstance(ref, Path):
+        return ref.spec
+    text = str(ref)
+    return os.path.join(os.curdir, text) if text.strip().startswith((HUB_PREFIX, BUILTIN_PREFIX)) else text
 
 
 def reference_name(ref: Reference) -> str:
-    """How messages name it: the file or folder's name (bytes that are not UTF-8 as U+FFFD), or
-    ``hf:owner/name[@revision]``."""
-    return ref.spec if isinstance(ref, HubRef) else readable(ref.name)
+    """How messages name it: the file or folder's name (bytes that are not UTF-8 as U+FFFD),
+    ``hf:owner/name[@revision]`` or ``builtin:NAME``."""
+    return readable(ref.name) if isinstance(ref, Path) else ref.spec

@@ -8,7 +8,7 @@
   ``unk_id`` (words outside the list get this id).
 - GPT-2's byte-level BPE (50,257 tokens) from its ``encoder.json`` and ``vocab.bpe``: in
   ``TIKTOKEN_CACHE_DIR`` when it is set (where tiktoken caches them), else the copy shipped in
-  ``assets/gpt2-bpe/``; nothing is ever downloaded.
+  ``assets/gpt2-bpe/`` (the package data, :func:`transformer_explorer_assets.path`); nothing is ever downloaded.
 - A ``tokenizer.json``.
 - llama2.c's ``tokenizer.bin`` (:mod:`model.formats.llama2c.vocab`).
 
@@ -29,6 +29,8 @@ from tokenizers import Regex, decoders, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import BPE, WordLevel
 
+import transformer_explorer_assets as shipped
+
 from model.formats.errors import CheckpointError
 from model.formats.llama2c.vocab import is_tokenizer_bin, llama2c_tokenizer
 from model.core.plain import clip, read_bounded, read_json_file, short_repr, shown_name
@@ -44,7 +46,7 @@ GPT2_FILES = {
     "vocab.bpe": hashlib.sha1((_GPT2_URL + "vocab.bpe").encode()).hexdigest(),
 }
 #: GPT-2's two files as the project ships them (with their licence and source, see its README.md).
-SHIPPED_GPT2_DIR = Path(__file__).resolve().parents[2] / "assets" / "gpt2-bpe"
+SHIPPED_GPT2_DIR = shipped.path("gpt2-bpe")
 JSON_MAX_BYTES = 64 * 1024 * 1024
 UNK_NAMES = ("<unk>", "<|unk|>", "[UNK]")  # ours, the book's (ch. 2), BERT's
 
@@ -162,10 +164,13 @@ def gpt2_tokenizer(folder: Path) -> Tokenizer:
 
 def find_gpt2_tokenizer() -> Tokenizer | None:
     """GPT-2's tokenizer from the first search folder that holds its files, or None."""
-    for folder in gpt2_search_dirs():
-        if find_gpt2_files(folder) is not None:
-            return gpt2_tokenizer(folder)
-    return None
+    folder = find_gpt2_folder()
+    return gpt2_tokenizer(folder) if folder is not None else None
+
+
+def find_gpt2_folder() -> Path | None:
+    """The first of :func:`gpt2_search_dirs` that holds GPT-2's two files, or None."""
+    return next((folder for folder in gpt2_search_dirs() if find_gpt2_files(folder) is not None), None)
 
 
 def gpt2_missing_hint() -> str:

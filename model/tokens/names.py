@@ -72,6 +72,25 @@ def _byte_level_alphabet() -> dict[str, int]:
 BYTE_OF_CHAR = _byte_level_alphabet()
 
 
+def unnamed(token_id: int) -> str:
+    """The name of a token id that no vocabulary names: ``"#id"`` (an id outside the vocabulary, or
+    a model without a tokenizer). The one place this name is written."""
+    return f"#{int(token_id)}"
+
+
+def token_name(tokenizer, token_id: int) -> str:
+    """The display text of one id (``tokenizer.display``), or :func:`unnamed` when ``tokenizer`` is
+    None (a model opened without a vocabulary)."""
+    return tokenizer.display(int(token_id)) if tokenizer is not None else unnamed(token_id)
+
+
+def token_names(tokenizer, ids: Sequence[int]) -> list[str]:
+    """The display text of a text's ids (``tokenizer.display_sequence``: a character split over
+    several tokens shown once), or :func:`unnamed` of each id when ``tokenizer`` is None."""
+    ids = [int(i) for i in ids]
+    return tokenizer.display_sequence(ids) if tokenizer is not None else [unnamed(i) for i in ids]
+
+
 def byte_level_bytes(token: str) -> bytes | None:
     """The bytes a byte-level BPE token name spells (``"Ġworld"`` -> ``b" world"``), or None when
     a character is outside GPT-2's alphabet."""
@@ -151,6 +170,10 @@ class TokenNames:
         plain = [t for i, t in self._id_to_token.items() if i not in self._special]
         return CHAR if plain and all(len(t) == 1 for t in plain) else WORD
 
+    def entry(self, token_id: int) -> str | None:
+        """The vocabulary entry of an id (``"Ġworld"``, ``<s>``), or None outside the vocabulary."""
+        return self._id_to_token.get(int(token_id))
+
     def token_bytes(self, token_id: int) -> bytes | None:
         """The text bytes an id stands for; None for special tokens and ids outside the vocabulary."""
         token_id = int(token_id)
@@ -173,7 +196,8 @@ class TokenNames:
         if hit is None:
             raw = self.token_bytes(token_id)
             if raw is None:
-                hit = (self._id_to_token.get(token_id, f"#{token_id}"), False)
+                name = self._id_to_token.get(token_id)
+                hit = (unnamed(token_id) if name is None else name, False)
             else:
                 try:
                     hit = (raw.decode("utf-8"), False)

@@ -20,7 +20,8 @@ from tokenizers import Regex, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.models import WordLevel
 
-from model.tokens.names import TokenNames
+from model.tokens.names import TokenNames, unnamed
+from model.tokens.render import render
 from model.tokens.checks import check_usable, encode_by_pieces, unk_hint
 
 UNK = "<unk>"
@@ -63,7 +64,7 @@ def _clean(text: str) -> str:
         return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
-def _common_prefix_length(a: str, b: str) -> int:
+def common_prefix_length(a: str, b: str) -> int:
     """Length of the longest common start of two strings (a binary search over C-level compares)."""
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:  # a[:lo] == b[:lo]; the answer is at most hi
@@ -214,6 +215,21 @@ class Tokenizer:
         spans = ((cut, tail.spans[0][1]),) + tail.spans[1:] if tail.spans else ()
         return Encoding(ids=tail.ids, tokens=tail.tokens, spans=spans)
 
+    def encode_part(self, text: str, start: int, end: int) -> Encoding | None:
+        """The tokens of ``text[start:end]`` as they come after other text (no special tokens first),
+        spans in ``text``; None where the tokenizer cannot start anew at ``start``: one that puts a
+        space before every text (sentencepiece's dummy prefix) needs a space there, which the
+        prefix then stands for (:meth:`_encode_tail`)."""
+        if start >= end:
+            return Encoding((), (), ())
+        if self._space_prefix and text[start] != " ":
+            return None
+        part = self._encode_tail(text[:end], start)
+        first = self._names.token_bytes(part.ids[0]) if part.ids else None
+        if not self._space_prefix and first is not None and first[:1] == b" " and text[start] != " ":
+            return None  # a space put before the text (a Metaspace pre-tokenizer's) that it does not have
+        return part
+
     def encode_edit(self, text: str, before: str, before_encoding: Encoding) -> Encoding:
         """``encode(text)``, re-tokenizing only from shortly before where ``text`` leaves ``before``.
 
@@ -233,7 +249,7 @@ class Tokenizer:
         before_encoding : Encoding
             ``encode(before)``.
         """
-        n = _common_prefix_length(text, before)
+        n = common_prefix_length(text, before)
         spans = before_encoding.spans
         # Old tokens that end before the first change (one ending at it may go on: "cat" + "s").
         unchanged = bisect.bisect_left(spans, n, key=lambda span: span[1])
@@ -258,7 +274,8 @@ class Tokenizer:
 
     def id_to_token(self, token_id: int) -> str:
         """The vocabulary entry for an id, or ``#id`` for an id outside the vocabulary."""
-        return self._id_to_token.get(int(token_id), f"#{int(token_id)}")
+        name = self._id_to_token.get(int(token_id))
+        return unnamed(token_id) if name is None else name
 
     def display(self, token_id: int) -> str:
         """The text an id stands for, readable: ``"Ġworld"`` -> ``" world"``, ``"▁once"`` -> ``" once"``,
@@ -276,9 +293,18 @@ class Tokenizer:
         """The id of a vocabulary entry, or None."""
         return self.hf.token_to_id(token)
 
+    def render(self, ids: Sequence[int], text_before: str = "") -> tuple[str, tuple[tuple[int, int], ...]]:
+        """The text ids stand for when they follow ``text_before``, and each id's [start, end) span in
+        it (see :func:`model.tokens.render.render`: bytes joined across tokens, U+FFFD for a byte
+        that completes no character and for the unknown token, no text for a leading BOS, the
+        dummy prefix's space dropped at the start of a text, words spaced)."""
+        return render(self._names, ids, text_before, unk_id=self.unk_id, prefix_ids=self.prefix_ids,
+                      space_prefix=self._space_prefix)
+
     def decode(self, ids: Sequence[int]) -> str:
-        """Text for ids (word tokens joined by spaces for the word-level tokenizer)."""
-        return self.hf.decode(list(ids), skip_special_tokens=False)
+        """The text of ids at the start of a text (:meth:`render`'s text): ``decode([<s>, ▁Once])`` is
+        "Once", as ``run.c`` prints it after BOS, and encodes back to those ids."""
+        return self.render(ids)[0]
 
     def to_json(self) -> str:
         """The standard tokenizer.json text."""

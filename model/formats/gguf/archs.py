@@ -1,16 +1,18 @@
 """The GGUF architectures this app builds (``general.architecture``), read key by key.
 
 ``llama`` (what ``convert_hf_to_gguf.py`` writes for Llama 2 and 3, TinyLlama, SmolLM/SmolLM2,
-Mistral 7B) and ``qwen2`` (Qwen2, Qwen2.5): pre-RMSNorm blocks, RoPE, grouped-query attention, a
-SwiGLU MLP, an output head tied to the token embedding when the file has no ``output.weight``.
-The two differ where llama.cpp's files differ: llama.cpp turns a ``llama`` model's q and k with
-interleaved pairs and so stores W_Q and W_K permuted (undone here, see
-:func:`~model.formats.gguf.tensors.unpermute`); a ``qwen2`` model is turned in halves (NEOX style)
-and stored as it is, with biases on q, k and v.
+Mistral 7B), ``qwen2`` (Qwen2, Qwen2.5) and ``qwen3`` (Qwen3): pre-RMSNorm blocks, RoPE,
+grouped-query attention, a SwiGLU MLP, an output head tied to the token embedding when the file
+has no ``output.weight``. They differ where llama.cpp's files differ: llama.cpp turns a ``llama``
+model's q and k with interleaved pairs and so stores W_Q and W_K permuted (undone here, see
+:func:`~model.formats.gguf.tensors.unpermute`); ``qwen2`` and ``qwen3`` models are turned in halves
+(NEOX style) and stored as they are, ``qwen2`` with biases on q, k and v, ``qwen3`` with QK-norm
+(``blk.N.attn_q_norm`` / ``attn_k_norm``, one RMSNorm over each head's dimensions) and its head width
+stated (``attention.key_length``: Qwen3-0.6B's 128 with embedding_length 1024 and 16 heads).
 
 Every metadata key ``ARCH.*`` of the file must be one this reader understands (:data:`KEYS`), so
-that nothing that changes the computation is ignored: a scaled RoPE, mixture-of-experts, a head
-width other than embedding_length / head_count, per-layer head counts are refused naming the key.
+that nothing that changes the computation is ignored: a scaled RoPE, mixture-of-experts, a RoPE over
+part of the head, keys and values of different widths, per-layer head counts are refused naming the key.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ from model.formats.gguf.tensors import unpermute
 
 @dataclass(frozen=True)
 class Architecture:
-    """One ``general.architecture``: its examples and whether llama.cpp permuted its q and k."""
+    """One ``general.architecture``: its examples, whether llama.cpp permuted its q and k, and whether
+    it normalises each head's q and k (QK-norm)."""
 
     name: str
     examples: str
     permuted_qk: bool
+    qk_norm: bool = False
 
 
 ARCHITECTURES = {
     "llama": Architecture("llama", "Llama 2 and 3, TinyLlama, SmolLM2, Mistral 7B", permuted_qk=True),
     "qwen2": Architecture("qwen2", "Qwen2, Qwen2.5", permuted_qk=False),
+    "qwen3": Architecture("qwen3", "Qwen3", permuted_qk=False, qk_norm=True),
 }
 #: The ``ARCH.`` keys read (after the prefix); any other is refused, naming it.
 KEYS = ("block_count", "context_length", "embedding_length", "feed_forward_length", "vocab_size",
@@ -54,7 +59,8 @@ LINEARS = (("attn_q", "attn.W_Q", "q", "qkv"), ("attn_k", "attn.W_K", "kv", "qkv
 
 def architectures_opened() -> str:
     """The architectures this reader opens, for messages."""
-    return " and ".join(f"{a.name} ({a.examples})" for a in ARCHITECTURES.values())
+    names = [f"{a.name} ({a.examples})" for a in ARCHITECTURES.values()]
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def architecture_of(gf: GGUFFile) -> Architecture:
@@ -108,7 +114,7 @@ def _check_rope(meta: _Meta, d_head: int) -> float:
         raise gf.error(meta.key("rope.scaling.type"), "only RoPE without scaling is supported (not linear, yarn, ...)")
     if gf.number(meta.key("rope.scaling.factor"), 1.0) != 1.0:
         raise gf.error(meta.key("rope.scaling.factor"), "only RoPE without scaling is supported")
-    meta.agrees("rope.dimension_count", d_head, "RoPE here turns every dimension of a head:")
+    meta.agrees("rope.dimension_count", d_head, "RoPE here turns every dimension of a head of width")
     for name in ("expert_count", "expert_used_count"):
         if gf.integer(meta.key(name), 0, 0):
             raise gf.error(meta.key(name), "mixture-of-experts models are not supported")
@@ -126,6 +132,9 @@ def _layer(keys: Keys, arch: Architecture, i: int, shapes: dict[str, tuple], bia
     src, dst = f"blk.{i}.", f"blocks.{i}."
     out = {dst + "ln1.weight": keys.take(src + "attn_norm.weight", shapes["norm"]),
            dst + "ln2.weight": keys.take(src + "ffn_norm.weight", shapes["norm"])}
+    if arch.qk_norm:
+        out[dst + "attn.q_norm.weight"] = keys.take(src + "attn_q_norm.weight", shapes["head"])
+        out[dst + "attn.k_norm.weight"] = keys.take(src + "attn_k_norm.weight", shapes["head"])
     for theirs, ours, shape, bias in LINEARS:
         for part in ("weight", "bias") if biases[bias] else ("weight",):
             name = f"{src}{theirs}.{part}"
@@ -147,12 +156,13 @@ class _Sizes:
     n_kv: int
     ctx: int
     d_mlp: int
+    d_head: int
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        """Every tensor shape of a block, by the names of :data:`LINEARS` (and ``norm``)."""
-        d, d_head = self.d, self.d // self.n_heads
-        return {"norm": (d,), "q": (self.n_heads * d_head, d), "kv": (self.n_kv * d_head, d),
+        """Every tensor shape of a block, by the names of :data:`LINEARS` (and ``norm``, ``head``)."""
+        d, d_head = self.d, self.d_head
+        return {"norm": (d,), "head": (d_head,), "q": (self.n_heads * d_head, d), "kv": (self.n_kv * d_head, d),
                 "o": (d, self.n_heads * d_head), "mlp_in": (self.d_mlp, d), "mlp_out": (d, self.d_mlp)}
 
 
@@ -164,15 +174,17 @@ def _sizes(meta: _Meta, keys: Keys, emb: torch.Tensor) -> _Sizes:
     n_layers = keys.layers("blk")
     meta.agrees("block_count", n_layers, "the blocks in the file are", required=True)
     n_heads = meta.integer("attention.head_count")
-    if d % n_heads:
-        raise meta.gf.error(meta.key("attention.head_count"), f"does not divide embedding_length ({d})")
-    for name in ("attention.key_length", "attention.value_length"):
-        meta.agrees(name, d // n_heads, "only embedding_length / head_count is supported:")
+    d_head = meta.gf.integer(meta.key("attention.key_length"), None, 1)
+    if d_head is None:
+        if d % n_heads:
+            raise meta.gf.error(meta.key("attention.head_count"), f"does not divide embedding_length ({d})")
+        d_head = d // n_heads
+    meta.agrees("attention.value_length", d_head, "only values as wide as the keys are supported: key_length is")
     ctx = meta.integer("context_length")
     if ctx > MAX_CONTEXT_LENGTH:
         raise meta.gf.error(meta.key("context_length"), f"more positions than this app builds ({MAX_CONTEXT_LENGTH:,})")
     return _Sizes(vocab, d, n_layers, n_heads, meta.integer("attention.head_count_kv", n_heads), ctx,
-                  meta.integer("feed_forward_length"))
+                  meta.integer("feed_forward_length"), d_head)
 
 
 def convert(gf: GGUFFile, arch: Architecture, keys: Keys) -> tuple[GPTConfig, dict[str, torch.Tensor], dict[str, Any]]:
@@ -189,7 +201,7 @@ def convert(gf: GGUFFile, arch: Architecture, keys: Keys) -> tuple[GPTConfig, di
         raise fail(gf.path, "rope_freqs.weight: Llama 3's scaled RoPE (a factor per frequency) is not supported")
     emb = keys.take_matrix("token_embd.weight")
     n = _sizes(meta, keys, emb)
-    theta = _check_rope(meta, n.d // n.n_heads)
+    theta = _check_rope(meta, n.d_head)
     eps = gf.number(meta.key("attention.layer_norm_rms_epsilon"))
     if eps is None:
         raise fail(gf.path, f"{meta.key('attention.layer_norm_rms_epsilon')} is missing")
@@ -205,7 +217,8 @@ def convert(gf: GGUFFile, arch: Architecture, keys: Keys) -> tuple[GPTConfig, di
     keys.finish()
     config = make_config(
         gf.path, vocab_size=n.vocab, context_length=n.ctx, d_model=n.d, n_heads=n.n_heads, n_kv_heads=n.n_kv,
-        n_layers=n.n_layers, d_mlp=n.d_mlp, positional="rope", rope_theta=theta, rope_pairs="halves",
+        d_head=n.d_head, n_layers=n.n_layers, d_mlp=n.d_mlp, positional="rope", rope_theta=theta, rope_pairs="halves",
+        qk_norm="head" if arch.qk_norm else "none",
         norm="rmsnorm", norm_bias=False, norm_eps=eps, mlp="swiglu", qkv_bias=biases["qkv"],
         o_bias=biases["o"], mlp_bias=biases["mlp"], tied_unembed=head is None,
     )

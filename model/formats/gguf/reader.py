@@ -31,7 +31,7 @@ def inspect(source: Source, options: OpenOptions) -> Opening:
     Returns
     -------
     Opening
-        Its load gives a checkpoint with ``source_format`` ``"gguf-llama"`` or ``"gguf-qwen2"`` and
+        Its load gives a checkpoint with ``source_format`` ``"gguf-llama"``, ``"gguf-qwen2"`` or ``"gguf-qwen3"`` and
         ``storage`` the file's tensor types.
 
     Raises

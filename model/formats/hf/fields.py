@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 
+from model.core.config import MAX_CONTEXT_LENGTH
 from model.formats.base import CheckpointError
 from model.core.plain import finite_number, short_repr
 
@@ -23,9 +25,12 @@ class HFConfig:
         ``config.json``'s object.
     """
 
-    def __init__(self, folder: Path, data: dict[str, Any]) -> None:
+    def __init__(self, folder: Path, data: dict[str, Any], weights: str = "the weights") -> None:
         self.folder = folder
         self.data = data
+        self.weights = weights  # the weight file(s) read, named in a mismatch ("model.safetensors")
+        #: Notes for the Model panel's facts, made while the folder is read (key -> sentence).
+        self.notes: dict[str, str] = {}
 
     @property
     def model_type(self) -> str:
@@ -44,6 +49,12 @@ class HFConfig:
     def refuse(self, name: str, why: str) -> CheckpointError:
         """The error for a field whose value this app cannot honour: ``name = value: why``."""
         return self.error(f"{name} = {short_repr(self.data.get(name))}: {why}")
+
+    def disagrees(self, name: str, found: Any, unit: str = "") -> CheckpointError:
+        """The error for a field the weights contradict, naming the weight file they were read from:
+        ``num_hidden_layers = 2: but model.safetensors has 1 blocks``."""
+        return self.refuse(name, f"but {self.weights} {'have' if self.weights == 'the weights' else 'has'} "
+                                 f"{found}{unit}")
 
     def get(self, name: str, default: Any = None) -> Any:
         """The raw value (``default`` when the field is absent or null)."""
@@ -109,25 +120,64 @@ def base_prefix(keys, prefix: str, probe: str) -> str:
     raise CheckpointError(f"{keys.path.name}: the weights have neither {prefix}{probe} nor {probe}")
 
 
+def layer_sizes(cfg: HFConfig, keys, prefix: str, emb) -> tuple[int, int, int]:
+    """(vocab_size, d_model, n_layers) from the embedding table ``emb`` (vocab, d) and the blocks
+    ``prefix + "layers.N"``, each refused where the config says otherwise (naming the field)."""
+    vocab, d = emb.shape
+    n_layers = keys.layers(prefix + "layers")
+    for name, found, what in (("vocab_size", vocab, ""), ("hidden_size", d, ""), ("num_hidden_layers", n_layers, " blocks")):
+        if cfg.get(name) not in (None, found):
+            raise cfg.disagrees(name, found, what)
+    return vocab, d, n_layers
+
+
+def context_length(cfg: HFConfig, default: int) -> int:
+    """``max_position_embeddings`` (``default`` when absent), refused beyond what this app builds."""
+    ctx = cfg.positive_int("max_position_embeddings", default)
+    if ctx > MAX_CONTEXT_LENGTH:
+        raise cfg.refuse("max_position_embeddings", f"more positions than this app builds ({MAX_CONTEXT_LENGTH:,})")
+    return ctx
+
+
+def mlp_width(cfg: HFConfig, keys, name: str) -> int:
+    """The MLP's hidden width: the rows of the weight ``name`` (its first linear layer), refused where
+    ``intermediate_size`` says otherwise."""
+    d_mlp = keys.peek_matrix(name).shape[0]
+    if cfg.get("intermediate_size") not in (None, d_mlp):
+        raise cfg.disagrees("intermediate_size", d_mlp)
+    return d_mlp
+
+
 def drop_buffers(tensors: dict[str, Any], suffixes: tuple[str, ...]) -> dict[str, Any]:
     """Without the non-weight buffers some files carry (causal masks, RoPE's inv_freq)."""
     return {k: v for k, v in tensors.items() if not k.endswith(suffixes)}
 
 
-def take_unembed(cfg: HFConfig, keys, tied_default: bool, out: dict, vocab: int, d: int) -> bool:
-    """The LM head: whether it is tied to the token embedding; untied puts ``unembed.weight`` in ``out``.
+def take_unembed(cfg: HFConfig, keys, tied_default: bool, out: dict, vocab: int, d: int,
+                 name: str = "lm_head.weight") -> bool:
+    """The LM head: whether it is tied to the token embedding (``out["tok_emb.weight"]``); untied puts
+    ``unembed.weight`` in ``out``.
 
-    With ``tie_word_embeddings`` (default ``tied_default``) the head is the embedding table and
-    any ``lm_head.weight`` in the file is not used, as in transformers (which ties them after
-    loading). Without it, ``lm_head.weight`` must be there.
+    With ``tie_word_embeddings`` (default ``tied_default``) the head is the embedding table, unless
+    the file holds an ``lm_head.weight`` (``name``: GPT-NeoX's ``embed_out.weight``) with other
+    values: that stored head is used, and a note says so (transformers, too, loads such a file
+    untied: "both are present in the checkpoints with different values, so we will NOT tie them";
+    cf. transformers#42612). Without it, the head must be there.
     """
     tied = cfg.flag("tie_word_embeddings", tied_default)
-    head = keys.take_opt("lm_head.weight", (vocab, d))
-    if tied:
+    head = keys.take_opt(name, (vocab, d))
+    emb = out["tok_emb.weight"]
+    if tied and (head is None or head is emb or torch.equal(head.to(emb.dtype), emb)):
         return True
+    if tied:
+        differ = float((head.double() - emb.double()).abs().max())
+        cfg.notes["unembedding"] = (
+            f"config.json says tie_word_embeddings ({'default' if cfg.get('tie_word_embeddings') is None else 'true'}), "
+            f"but {cfg.weights} holds an {name} that differs from the token embedding (by up to "
+            f"{differ:.3g}): the stored head is used, untied, as transformers does")
     if head is None:
         raise cfg.error(
-            "tie_word_embeddings is false but the weights have no lm_head.weight: a base model saved "
+            f"tie_word_embeddings is false but the weights have no {name}: a base model saved "
             "without its language-model head (e.g. GPT2Model or LlamaModel rather than ...ForCausalLM / "
             "...LMHeadModel) cannot predict tokens"
         )

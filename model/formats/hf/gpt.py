@@ -49,7 +49,7 @@ def _embeddings(cfg: HFConfig, keys: Keys, prefix: str, vocab_key: str, ctx_key:
     ctx = wpe.shape[0]
     for name, value in ((vocab_key, vocab), (ctx_key, ctx), ("n_embd" if ctx_key == "n_positions" else "hidden_size", d)):
         if cfg.get(name) is not None and cfg.get(name) != value:
-            raise cfg.refuse(name, f"but the weights have {value}")
+            raise cfg.disagrees(name, value)
     if wpe.shape[1] != d:
         raise CheckpointError(f"{keys.path.name}: {prefix}wpe.weight has shape {tuple(wpe.shape)}, expected ({ctx}, {d})")
     return {"tok_emb.weight": wte, "pos_emb.weight": wpe}, vocab, d, ctx
@@ -58,7 +58,7 @@ def _embeddings(cfg: HFConfig, keys: Keys, prefix: str, vocab_key: str, ctx_key:
 def _n_layers(cfg: HFConfig, keys: Keys, prefix: str, name: str) -> int:
     n = keys.layers(prefix + "h")
     if cfg.get(name) is not None and cfg.get(name) != n:
-        raise cfg.refuse(name, f"but the weights have {n} blocks")
+        raise cfg.disagrees(name, n, " blocks")
     return n
 
 

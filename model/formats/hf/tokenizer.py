@@ -18,7 +18,7 @@ from typing import Any
 from tokenizers import AddedToken, decoders, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
-from model.formats.base import CheckpointError
+from model.formats.base import CheckpointError, broken_link, dangling
 from model.formats.vocab import bpe_from_files, read_json
 from model.core.plain import clip, read_bounded, short_repr
 from model.tokens.tokenizer import Tokenizer
@@ -31,6 +31,9 @@ GPT2_EOT = "<|endoftext|>"
 def settings(folder: Path) -> dict[str, Any]:
     """``tokenizer_config.json``, with ``special_tokens_map.json`` filling keys it lacks ({} when absent)."""
     merged: dict[str, Any] = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json", "added_tokens.json"):
+        if dangling(folder / name):  # read without it, the tokenizer would quietly be another one
+            raise broken_link(folder / name)
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
         data = read_json(folder / name) if (folder / name).is_file() else None
         if isinstance(data, dict):
@@ -104,12 +107,14 @@ def _from_vocab_merges(folder: Path, config: dict[str, Any]) -> HFTokenizer:
 
 
 def folder_tokenizer(folder: Path) -> tuple[Tokenizer | None, list[Path]]:
-    """The folder's tokenizer (None when it has none) and the files looked for.
+    """The folder's tokenizer (None when it has none) and the files looked for (a link to nothing
+    among them, a file not downloaded, counts as none: the question that follows names it).
 
     Raises
     ------
     CheckpointError
-        When a tokenizer file is there but cannot be read.
+        When a tokenizer file is there but cannot be read, or one of its settings files is a link
+        to nothing.
     """
     searched = [folder / "tokenizer.json", folder / "vocab.json", folder / "merges.txt"]
     config = settings(folder)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from model.formats.base import CheckpointError, Source, is_file
+from model.formats.base import CheckpointError, Source, broken_link, dangling, is_file
 from model.core.plain import clip, read_json_file, short_repr
 
 #: The weight files of a model folder, in the order they are looked for.
@@ -56,6 +56,8 @@ def _weight_map(index: Path) -> dict[str, str]:
     for name, shard in weight_map.items():
         if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", "..") or "\0" in shard:
             raise CheckpointError(f"{index.name}: tensor {short_repr(name)} is in {short_repr(shard)}, which is not a file in this folder")
+        if dangling(index.parent / shard):
+            raise broken_link(index.parent / shard)
         if not is_file(index.parent / shard):
             raise CheckpointError(f"{index.name}: shard {clip(shard, 100)} (of tensor {short_repr(name)}) is missing from the folder")
     return weight_map
@@ -76,27 +78,40 @@ def _sharded(index: Path) -> tuple[dict[str, torch.Tensor], int]:
     return tensors, len(set(weight_map.values()))
 
 
+#: (one file, its sharded index): safetensors first, as transformers looks for them.
+PAIRS = (("model.safetensors", "model.safetensors.index.json"), ("pytorch_model.bin", "pytorch_model.bin.index.json"))
+
+
 def read_weights(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Every tensor of the folder's weights, and facts about where they came from.
+
+    One file or a sharded index; where both are there (a file left from an earlier save beside
+    the shards, or a merged copy), :func:`_both` says which was read and why.
 
     Returns
     -------
     (dict of str -> Tensor, dict)
-        The tensors under the file's own names; ``{"weights": file name, "shards": n}``.
+        The tensors under the file's own names; ``{"weights": file name, "shards": n}``, and a
+        ``"weights note"`` when a single file and an index were both there.
 
     Raises
     ------
     CheckpointError
-        When the folder has no weight file this app reads (naming what it looked for), or a
-        file, index or shard is bad.
+        When the folder has no weight file this app reads (naming what it looked for), a weight
+        file is a link to nothing (not downloaded), or a file, index or shard is bad.
     """
-    for name in WEIGHT_FILES:
-        path = folder / name
-        if path.is_file():
-            if name.endswith(".index.json"):
-                tensors, shards = _sharded(path)
-                return tensors, {"weights": name, "shards": shards}
-            return _state_dict(path), {"weights": name}
+    for single, index in PAIRS:
+        for name in (single, index):
+            if dangling(folder / name):
+                raise broken_link(folder / name)
+        one, sharded = (folder / single).is_file(), (folder / index).is_file()
+        if one and sharded:
+            return _both(folder, single, index)
+        if sharded:
+            tensors, shards = _sharded(folder / index)
+            return tensors, {"weights": index, "shards": shards}
+        if one:
+            return _state_dict(folder / single), {"weights": single}
     others = [p.name for pattern in OTHER_WEIGHTS for p in sorted(folder.glob(pattern))]
     found = f"; it has {', '.join(others)}, which this app does not read" if others else ""
     ggufs = sorted(p.name for p in folder.glob("*.gguf"))
@@ -104,3 +119,46 @@ def read_weights(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]
         more = {1: "", 2: " (or the other one)"}.get(len(ggufs), f" (or one of the {len(ggufs) - 1} others)")
         found += f"; a GGUF file is a model by itself: open {ggufs[0]}{more}"
     raise CheckpointError(f"{folder.name}: no weights: looked for {', '.join(WEIGHT_FILES)}{found}")
+
+
+def described(facts: dict[str, Any]) -> str:
+    """The weights read, for messages: ``model.safetensors`` or ``the 2 shards of model.safetensors.index.json``."""
+    return f"the {facts['shards']} shards of {facts['weights']}" if "shards" in facts else facts["weights"]
+
+
+def _first_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> str | None:
+    """The first tensor name (in order) whose shape or values differ between two state dicts of the same names."""
+    for name in sorted(a):
+        x, y = a[name], b[name]
+        if x.shape != y.shape or not torch.equal(x, y.to(x.dtype)):
+            return name
+    return None
+
+
+def _both(folder: Path, single: str, index: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """A single weight file beside a sharded index (cf. sglang#32279): the one that holds the other's
+    tensors is read, or, holding the same names, the single file (as transformers reads it); a note
+    says which and how the other differs. Neither holding the other's names is refused."""
+    try:
+        sharded, n = _sharded(folder / index)
+    except CheckpointError as exc:  # a broken index beside a whole file: the file is the model
+        return _state_dict(folder / single), {"weights": single, "weights note": f"{index} beside it was not read: {exc}"}
+    one = _state_dict(folder / single)
+    shards = f"the {n} shards of {index}"
+    if set(one) < set(sharded):
+        return sharded, {"weights": index, "shards": n, "weights note": (
+            f"{single} beside it holds only {len(one)} of the {len(sharded)} tensors and was not read")}
+    if set(sharded) < set(one):
+        return one, {"weights": single, "weights note": (
+            f"{index} beside it lists only {len(sharded)} of its {len(one)} tensors and was not read")}
+    if set(one) != set(sharded):
+        extra = sorted(set(one) - set(sharded))[0]
+        raise CheckpointError(f"{folder.name}: {single} and {shards} hold different tensors ({single} has {extra}, "
+                              f"the shards do not, and the other way round): move the one that is not this model's "
+                              "out of the folder")
+    differ = _first_difference(one, sharded)
+    if differ is None:
+        return one, {"weights": single, "weights note": f"{shards} beside it hold the same tensors"}
+    return one, {"weights": single, "weights note": (
+        f"{single} and {shards} hold different values (first: {differ}): {single} is read, as transformers reads "
+        "it; move it out of the folder to open the shards")}

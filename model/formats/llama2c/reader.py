@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source, fail
+from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source, fail, run_facts
 from model.formats.common import Converted, Keys, check_n_heads, first_keys, make_config, opening, scalars, strip_prefixes
 from model.formats.llama2c.bin import EMB, BinHeader, read_bin, read_header
 from model.formats.llama2c.vocab import find_llama2c_tokenizer
@@ -90,16 +90,8 @@ def recognise(path: Path, obj: Any) -> tuple[dict, dict | None, dict] | None:
 def _run_facts(path: Path, run: dict) -> dict[str, Any]:
     """steps (iter_num) and val_loss (best_val_loss: train.py saves when it sets it, so it is the
     saved weights' own validation loss, nats per token), vocab_source."""
-    facts = {}
-    for ours, theirs, kind in (("steps", "iter_num", int), ("val_loss", "best_val_loss", float),
-                               ("vocab_source", "vocab_source", str)):
-        value = run.get(theirs)
-        try:
-            if value is not None:
-                facts[ours] = kind(value)
-        except (TypeError, ValueError, OverflowError):  # inf steps, a text loss: not a fact to show
-            pass
-    return _training(path, facts)
+    return _training(path, run_facts(run, (("steps", "iter_num", int), ("val_loss", "best_val_loss", float),
+                                           ("vocab_source", "vocab_source", str))))
 
 
 def _heads(path: Path, args: dict, d: int, kv_dim: int) -> tuple[int, int]:

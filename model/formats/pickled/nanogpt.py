@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source, is_file
+from model.formats.base import CheckpointError, NotThisFormat, OpenOptions, Source, is_file, run_facts
 from model.formats.common import (
     Converted, Keys, check_n_heads, first_keys, foreign_object, make_config, opening, resolve_n_heads, scalars,
     strip_prefixes,
@@ -157,16 +157,9 @@ def convert(path: Path, state: dict, args: dict | None, run: dict, n_heads: int 
 
 def _training(run: dict, path: Path) -> dict[str, Any]:
     """JSON-ready facts: steps (iter_num), val_loss (best_val_loss, nats per token), dataset."""
-    facts: dict[str, Any] = {"source": "nanoGPT", "file": path.name}
-    for ours, theirs, kind in (("steps", "iter_num", int), ("val_loss", "best_val_loss", float),
-                               ("dataset", "dataset", str)):
-        value = run.get(theirs)
-        try:
-            if value is not None:
-                facts[ours] = kind(value)
-        except (TypeError, ValueError, OverflowError):  # inf steps, a text loss: not a fact to show
-            pass
-    return facts
+    return {"source": "nanoGPT", "file": path.name,
+            **run_facts(run, (("steps", "iter_num", int), ("val_loss", "best_val_loss", float),
+                              ("dataset", "dataset", str)))}
 
 
 def meta_candidates(path: Path, run: dict) -> list[Path]:
