@@ -10,14 +10,18 @@ Everything is recomputed here in float64 from the trace's q, k and v, never copi
 attention weights, so the agreement with the trace's ``head_out[h, i]`` is a real check. What the
 model decided, the recomputation reads from the trace rather than assuming it: which keys the query
 may see (``attn_mask``: the causal mask and any local window), the factor the dot products are
-multiplied by (``attn_scale``: 1/√d_head, or 1 for a model that does not scale) and which key/value
+multiplied by (``attn_scale``: 1/√d_head, another factor such as Gemma's, or 1 for a model that does
+not scale), the soft cap c·tanh(s/c) of the scores (``attn_softcap``, Gemma 2) and which key/value
 head the query head reads (``kv_head``: grouped-query attention).
 
 What the trace does not hold comes from the model, as plain arrays (:class:`LayerFacts`, from
 :func:`layer_facts`): the first norm's kind, ε and weights, so that h_i = LN1(x_i) is recomputed
-from the block's input and compared with the trace's ``ln1``; and for RoPE the model's angles and
-pair layout, so that the rotation of q_i and of each k_j is recomputed from the trace's
-``q_pre_rope`` / ``k_pre_rope`` and compared with the q and k that entered the scores.
+from the block's input and compared with the trace's ``ln1``; the QK-norms' gains, so that q_i and
+k_j are normalised again from ``q_pre_norm`` / ``k_pre_norm``; for RoPE this layer's angles and
+pair layout (and how many dimensions turn), so that the rotation of q_i and of each k_j is
+recomputed from the trace's ``q_pre_rope`` / ``k_pre_rope`` and compared with the q and k that
+entered the scores; and how the block adds attention and the MLP. Those steps are
+:mod:`explorer.core.lessons.formula_parts`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.core.lessons.rope import rotate
+from explorer.core.lessons.formula_parts import (
+    BlockStep, EmbedStep, NormStep, QKNormStep, RotationStep, block_step, embed_step, norm_step, qk_norm_step,
+    rotation_step,
+)
 
 
 @dataclass(frozen=True)
@@ -38,93 +45,60 @@ class LayerFacts:
     ----------
     norm : str                      ``"layernorm"`` or ``"rmsnorm"`` (``GPTConfig.norm``).
     norm_eps : float
-    norm_weight : (d_model,)        LN1's gain g (float64).
+    norm_weight : (d_model,) or None   LN1's gain g (float64; 1 + w for Gemma); None without a norm
+                                    before attention (OLMo-2).
     norm_bias : (d_model,) or None  LN1's shift b (None without one).
     window : int                    the layer's attention window (0 = global).
-    rope_angles : (context_length, d_head/2) or None   RoPE's angles in radians (``GPT.rope_angles``).
+    rope_angles : (context_length, r/2) or None   this layer's RoPE angles in radians
+                                    (``GPT.rope_angles(T, layer)``); None without RoPE in this layer.
     rope_pairs : str                ``GPTConfig.rope_pairs`` (which dimensions turn together).
-    rope_theta : float
+    rope_theta : float              this layer's base θ.
     qkv_bias : bool                 whether W_Q, W_K, W_V add a bias (q_i = h_i W_Q + b_Q).
+    norm_unit_offset : bool         whether the norms' gain is 1 + w (Gemma).
+    qk_norm : str                   ``GPTConfig.qk_norm``: ``"none"``, ``"head"`` or ``"full"``.
+    qk_norm_kind : str              the QK-norms' kind (the config's ``norm``).
+    q_norm, k_norm : (gain, shift) or None   the QK-norms' effective gains and shifts (float64).
+    nope : bool                     True in a layer without RoPE of a model with RoPE (SmolLM3).
+    embed_scale : float             what the token embedding is multiplied by before block 0.
+    block_layout, norm_placement : str   ``GPTConfig``'s: how the block adds attention and the MLP.
     """
 
     norm: str
     norm_eps: float
-    norm_weight: np.ndarray
+    norm_weight: np.ndarray | None
     norm_bias: np.ndarray | None
     window: int = 0
     rope_angles: np.ndarray | None = None
     rope_pairs: str = "halves"
     rope_theta: float = 10000.0
     qkv_bias: bool = False
+    norm_unit_offset: bool = False
+    qk_norm: str = "none"
+    qk_norm_kind: str = "rmsnorm"
+    q_norm: tuple | None = None
+    k_norm: tuple | None = None
+    nope: bool = False
+    embed_scale: float = 1.0
+    block_layout: str = "sequential"
+    norm_placement: str = "pre"
 
 
 def layer_facts(model, layer: int, angles: np.ndarray | None = None) -> LayerFacts:
     """:class:`LayerFacts` of ``model``'s block ``layer``; ``angles`` (the model's
-    ``rope_angles(context_length)``) may be passed when the caller has them already."""
+    ``rope_angles(context_length, layer)``) may be passed when the caller has them already."""
     cfg, block = model.config, model.blocks[layer]
-    gain, shift = block.ln1.affine()  # the norm's own γ and β (float64 copies)
-    if angles is None and cfg.positional == "rope":
-        angles = model.rope_angles(cfg.context_length)
+    gain, shift = block.ln1.affine() if block.ln1 is not None else (None, None)  # γ and β (float64 copies)
+    rope = block.attn.rope
+    if angles is None and rope is not None:
+        angles = model.rope_angles(cfg.context_length, layer)
+    q_norm, k_norm = block.attn.q_norm, block.attn.k_norm
     return LayerFacts(cfg.norm, float(cfg.norm_eps), gain, shift, block.attn.window,
-                      angles, cfg.rope_pairs, float(cfg.rope_theta), cfg.qkv_bias)
-
-
-@dataclass(frozen=True)
-class NormStep:
-    """h_i = LN1(x_i) recomputed in float64 from the block's input x_i (the trace's ``x`` for block
-    0, the block before's ``resid_post`` after it).
-
-    Attributes
-    ----------
-    kind : str              ``"layernorm"``: h = (x − mean) / √(var + ε) ⊙ g + b;
-                            ``"rmsnorm"``: h = x / √(mean(x²) + ε) ⊙ g (Zhang & Sennrich 2019).
-    eps : float
-    x : (d_model,)          the block's input x_i.
-    mean : float            mean of x_i (LayerNorm subtracts it; RMSNorm does not: 0).
-    divisor : float         √(var(x_i) + ε) for LayerNorm, √(mean(x_i²) + ε) for RMSNorm.
-    h : (d_model,)          the recomputed h_i.
-    trace_h : (d_model,)    the trace's ``ln1[i]``.
-    max_abs_diff : float    max |h − trace_h|.
-    shift : bool            whether LayerNorm adds a learned shift b.
-    """
-
-    kind: str
-    eps: float
-    x: np.ndarray
-    mean: float
-    divisor: float
-    h: np.ndarray
-    trace_h: np.ndarray
-    max_abs_diff: float
-    shift: bool = False
-
-
-@dataclass(frozen=True)
-class RotationStep:
-    """RoPE's rotation of q_i and of each seen k_j, recomputed in float64 from the trace's q and k
-    before rotation with the model's angles (Su et al. 2021, RoFormer, eq. 34).
-
-    Attributes
-    ----------
-    pairs : str                       ``GPTConfig.rope_pairs``.
-    theta : float                     the base θ: pair p turns by position · θ^(−2p/d_head).
-    q_pre : (d_head,)                 h_i W_Q before the rotation.
-    k_pre : (n_keys, d_head)          h_j W_K before the rotation.
-    q_angles : (d_head/2,)            the angles q_i's pairs turn by, i·θ_p (radians).
-    k_angles : (n_keys, d_head/2)     the angles of each k_j, j·θ_p.
-    q, k : (d_head,), (n_keys, d_head)  the recomputed rotations.
-    max_abs_diff : float              max |recomputed − the trace's q and k| over q_i and every k_j.
-    """
-
-    pairs: str
-    theta: float
-    q_pre: np.ndarray
-    k_pre: np.ndarray
-    q_angles: np.ndarray
-    k_angles: np.ndarray
-    q: np.ndarray
-    k: np.ndarray
-    max_abs_diff: float
+                      angles if rope is not None else None, cfg.rope_pairs,
+                      float(rope.theta if rope is not None else cfg.rope_theta), cfg.qkv_bias,
+                      cfg.norm_unit_offset, cfg.qk_norm, cfg.norm,
+                      q_norm.affine() if q_norm is not None else None, k_norm.affine() if k_norm is not None else None,
+                      cfg.positional == "rope" and rope is None, float(cfg.embed_scale), cfg.block_layout,
+                      cfg.norm_placement)
 
 
 @dataclass(frozen=True)
@@ -143,7 +117,9 @@ class FormulaSteps:
     q : (d_head,)                 q_i.
     k, v : (n_keys, d_head)       k_j and v_j for each seen key.
     dots : (n_keys,)              q_i · k_j.
-    scores : (n_keys,)            scale · q_i · k_j (the trace's attn_scores row, unmasked part).
+    raw_scores : (n_keys,)        scale · q_i · k_j, before any soft cap.
+    scores : (n_keys,)            what the softmax receives: raw_scores, soft-capped to c·tanh(s/c) when
+                                  the model caps them (the trace's attn_scores row, unmasked part).
     max_score : float             max_j s_ij, subtracted before exp for stability.
     exps : (n_keys,)              exp(s_ij - max_score).
     norm : float                  Σ_j exp(s_ij - max_score), the softmax's normalising sum.
@@ -158,8 +134,13 @@ class FormulaSteps:
                                   without grouped-query attention).
     window : int                  the layer's attention window (0 = global), when the model was given.
     input_norm : NormStep or None      LN1 recomputed, when the model's facts were given.
-    rotation : RotationStep or None    the rotation recomputed, for a RoPE model whose trace rotated.
-    rope : bool                   True when the model has RoPE (known from its facts).
+    rotation : RotationStep or None    the rotation recomputed, for a RoPE layer whose trace rotated.
+    rope : bool                   True when this layer has RoPE (known from its facts).
+    softcap : float               c when the scores are soft-capped (Gemma 2), else 0 (from the trace).
+    qk_norm : QKNormStep or None  QK-norm recomputed, for a model with it (given its facts).
+    embedding : EmbedStep or None x_i = e_i · scale recomputed, in block 0 of a model that scales it.
+    block : BlockStep or None     how the block adds attention and the MLP, when not the classic way.
+    facts : LayerFacts or None    the facts these steps were computed with.
     """
 
     layer: int
@@ -189,6 +170,12 @@ class FormulaSteps:
     input_norm: NormStep | None = None
     rotation: RotationStep | None = None
     rope: bool = False
+    raw_scores: np.ndarray | None = None
+    softcap: float = 0.0
+    qk_norm: QKNormStep | None = None
+    embedding: EmbedStep | None = None
+    block: BlockStep | None = None
+    facts: LayerFacts | None = None
 
     @property
     def sqrt_d_head(self) -> float:
@@ -199,36 +186,6 @@ class FormulaSteps:
     def scaled_by_sqrt_d_head(self) -> bool:
         """True when the scale is 1/√d_head (Vaswani et al.), False for another factor (e.g. 1)."""
         return math.isclose(self.scale, 1.0 / self.sqrt_d_head, rel_tol=1e-6)
-
-
-def norm_step(trace, layer: int, i: int, facts: LayerFacts) -> NormStep:
-    """Recompute h_i = LN1(x_i) of block ``layer`` from its input, in float64."""
-    x_in = trace.x if layer == 0 else trace.blocks[layer - 1].resid_post
-    x = x_in[i].astype(np.float64)  # (d_model,)
-    g = facts.norm_weight.astype(np.float64)
-    if facts.norm == "rmsnorm":
-        mean, divisor = 0.0, math.sqrt(float(np.mean(x * x)) + facts.norm_eps)
-        h = x / divisor * g
-    else:
-        mean = float(x.mean())
-        divisor = math.sqrt(float(np.mean((x - mean) ** 2)) + facts.norm_eps)
-        h = (x - mean) / divisor * g
-        if facts.norm_bias is not None:
-            h = h + facts.norm_bias
-    trace_h = np.asarray(trace.blocks[layer].ln1[i])
-    return NormStep(facts.norm, facts.norm_eps, x, mean, divisor, h, trace_h, float(np.max(np.abs(h - trace_h))),
-                    facts.norm_bias is not None)
-
-
-def rotation_step(blk, head: int, kv: int, i: int, keys: np.ndarray, facts: LayerFacts) -> RotationStep:
-    """Recompute RoPE's rotation of q_i (query head ``head``) and of k_j for ``keys`` (kv head ``kv``)."""
-    angles = facts.rope_angles
-    q_pre = blk.q_pre_rope[head, i].astype(np.float64)
-    k_pre = blk.k_pre_rope[kv, keys].astype(np.float64)
-    q_ang, k_ang = angles[i].astype(np.float64), angles[keys].astype(np.float64)
-    q, k = rotate(q_pre, q_ang, facts.rope_pairs), rotate(k_pre, k_ang, facts.rope_pairs)
-    diff = max(float(np.max(np.abs(q - blk.q[head, i]))), float(np.max(np.abs(k - blk.k[kv, keys]))))
-    return RotationStep(facts.rope_pairs, facts.rope_theta, q_pre, k_pre, q_ang, k_ang, q, k, diff)
 
 
 def attention_steps(trace, layer: int, head: int, position: int, facts: LayerFacts | None = None) -> FormulaSteps:
@@ -243,8 +200,9 @@ def attention_steps(trace, layer: int, head: int, position: int, facts: LayerFac
     position : int
         The query position i, in [0, T); negative values count from the end.
     facts : LayerFacts, optional
-        The model's facts for this layer (:func:`layer_facts`): with them, LN1 and (for RoPE)
-        the rotation of q and k are recomputed too.
+        The model's facts for this layer (:func:`layer_facts`): with them, the embedding scale, LN1,
+        QK-norm, (for RoPE) the rotation of q and k and the block's sum are recomputed too
+        (:mod:`explorer.core.lessons.formula_parts`).
 
     Returns
     -------
@@ -273,7 +231,9 @@ def attention_steps(trace, layer: int, head: int, position: int, facts: LayerFac
     k = blk.k[kv, keys].astype(np.float64)  # (n_keys, d_head)
     v = blk.v[kv, keys].astype(np.float64)  # (n_keys, d_head)
     dots = k @ q  # (n_keys,)
-    scores = dots * blk.attn_scale
+    raw = dots * blk.attn_scale
+    cap = blk.attn_softcap
+    scores = cap * np.tanh(raw / cap) if cap else raw  # the soft cap c·tanh(s/c), before the mask (Gemma 2)
     max_score = float(scores.max())
     exps = np.exp(scores - max_score)
     norm = float(exps.sum())
@@ -285,10 +245,14 @@ def attention_steps(trace, layer: int, head: int, position: int, facts: LayerFac
     group = n_heads // blk.k.shape[0]
     rope = facts is not None and facts.rope_angles is not None
     rotated = rope and bool(trace.positional_encoding)
+    qk = facts is not None and facts.qk_norm != "none"
     return FormulaSteps(
         layer, head, i, bool(trace.causal), keys, d_head, float(blk.attn_scale), kv, q, k, v, dots, scores,
         max_score, exps, norm, weights, weighted_v, out, trace_out, diff, bool(trace.positional_encoding),
         tuple(range(kv * group, (kv + 1) * group)), facts.window if facts is not None else 0,
         norm_step(trace, layer, i, facts) if facts is not None else None,
-        rotation_step(blk, head, kv, i, keys, facts) if rotated else None, rope,
+        rotation_step(blk, head, kv, i, keys, facts) if rotated else None, rope, raw, float(cap),
+        qk_norm_step(blk, head, kv, i, keys, facts) if qk else None,
+        embed_step(trace, i, facts.embed_scale) if facts is not None and layer == 0 and facts.embed_scale != 1 else None,
+        block_step(trace, layer, i, facts) if facts is not None else None, facts,
     )

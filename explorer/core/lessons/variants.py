@@ -76,15 +76,21 @@ def _qkv(attn, weights: dict, trace, layer: int) -> tuple[np.ndarray, np.ndarray
     """q (n_heads, T, d_head), k and v (n_kv_heads, T, d_head) in float64 from the trace's LN1
     output and the model's per-head weights (``Attention.head_weights``): q_i = h_i W_Q + b_Q, ...
 
-    A RoPE model's q and k are then turned by the model's own rotation when the trace used it.
+    A model with QK-norm then normalises q and k with its own norms (``Attention.normed``, in
+    float32, the norms' precision); a RoPE layer's q and k are turned by the model's own rotation
+    when the trace used it.
     """
-    h = trace.blocks[layer].ln1.astype(np.float64)  # (T, d_model)
+    h = trace.blocks[layer].ln1.astype(np.float64)  # (T, d_model): the attention's input
     out = []
     for name in ("Q", "K", "V"):
         w = weights[f"W_{name}"].astype(np.float64)  # (n, d_model, d_head)
         b = weights[f"b_{name}"].astype(np.float64)  # (n, d_head)
         out.append(np.einsum("td,nde->nte", h, w) + b[:, None, :])  # (n, T, d_head)
     q, k, v = out
+    if attn.q_norm is not None:
+        with torch.no_grad():
+            qn, kn = attn.normed(torch.from_numpy(q).float()[None], torch.from_numpy(k).float()[None])
+        q, k = qn[0].double().numpy(), kn[0].double().numpy()
     if attn.rope is not None and trace.positional_encoding:
         q, k = (attn.rope(torch.from_numpy(a)[None]).numpy()[0] for a in (q, k))
     return q, k, v
@@ -95,18 +101,27 @@ def _heads(attn, qkv, allowed: np.ndarray):
     q, k, v = qkv
     kv = [attn.kv_head(h) for h in range(q.shape[0])]  # the key/value head of each query head
     scores = np.einsum("hid,hjd->hij", q, k[kv]) * attn.scale  # (n_heads, T, T)
+    if attn.softcap:  # c·tanh(s/c) before the mask (Gemma 2)
+        scores = attn.softcap * np.tanh(scores / attn.softcap)
     scores = np.where(allowed, scores, -np.inf)
     weights = softmax(scores)
     return scores, weights, weights @ v[kv]  # outputs (n_heads, T, d_head)
 
 
 def _scaled(attn) -> str:
-    """How the formula writes the scaling: " / √d_head", or nothing for a model that does not scale."""
-    return " / √d_head" if math.isclose(attn.scale, 1 / math.sqrt(attn.d_head), rel_tol=1e-6) else ""
+    """How the formula writes the scaling: " / √d_head", " × 0.204" for another factor, nothing for a model
+    that does not scale; and the soft cap where the layer caps its scores."""
+    scale = " / √d_head" if math.isclose(attn.scale, 1 / math.sqrt(attn.d_head), rel_tol=1e-6) else \
+        "" if attn.scale == 1 else f" × {attn.scale:.4g}"
+    return scale + (f", capped to {attn.softcap:g}·tanh(s/{attn.softcap:g})" if attn.softcap else "")
 
 
 def _projections(attn, trace) -> str:
-    """q = h W_Q, k = h W_K, v = h W_V, with RoPE's rotation R(i), R(j) when the trace used it."""
+    """q = h W_Q, k = h W_K, v = h W_V, with QK-norm N and RoPE's rotation R(i), R(j) where the layer has them."""
+    if attn.q_norm is not None:
+        if attn.rope is not None and trace.positional_encoding:
+            return "q_i = R(i) N(h_i W_Q), k_j = R(j) N(h_j W_K) (QK-norm N, then RoPE), v_j = h_j W_V"
+        return "q = N(h W_Q), k = N(h W_K) (QK-norm N), v = h W_V"
     if attn.rope is not None and trace.positional_encoding:
         return "q_i = R(i) h_i W_Q, k_j = R(j) h_j W_K (RoPE), v_j = h_j W_V"
     return "q = h W_Q, k = h W_K, v = h W_V"

@@ -3,8 +3,11 @@
 Follows the session's layer, head and query position; the numbers come from
 :func:`explorer.core.lessons.formula.attention_steps`, recomputed from q, k and v (not copied from the
 trace's weights), and the last line compares the result with the model's own head output. The
-written formula is the loaded model's own (:mod:`explorer.core.lessons.formula_text`): its norm, the
-rotation of q and k for RoPE, the key/value head a query head shares, its scaling and its window.
+written formula is the loaded model's own (:mod:`explorer.core.lessons.formula_text`): its embedding
+scale, its norm, QK-norm, the rotation of q and k for RoPE (and which dimensions turn), the key/value
+head a query head shares, its scaling, soft cap and window, and how the block adds attention and the
+MLP. The query strip shows q_i at each step (h W_Q, after QK-norm, after the rotation); with a soft
+cap the table has the score before and after it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import html
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, QTimer
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
@@ -35,6 +39,7 @@ from explorer.core.views import symmetric_levels, token_label
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap, dimension_title
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
+from explorer.qt.widgets.not_applicable import NotApplicable
 
 SCALARS = ["j", "key", "q_i·k_j", "s_ij", "exp(s_ij−max)", "a_ij"]
 SCALAR_TIPS = ["key position j", "key token at position j", "dot product of the query and the key",
@@ -44,6 +49,9 @@ SCALAR_TIPS = ["key position j", "key token at position j", "dot product of the 
 OFFSET = "i − j"
 OFFSET_TIP = "the offset of the key from the query: with RoPE, q_i·k_j depends on it alone"
 UNSCALED_TIP = "score s_ij = q_i·k_j (this model does not divide by √d_head; nats, before softmax)"
+RAW = "before cap"
+RAW_TIP = "the scaled score before the soft cap c·tanh(s/c) (Gemma 2); s_ij is after it"
+CAPPED_TIP = "score s_ij after the soft cap c·tanh(s/c), what the softmax receives (nats)"
 VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
 SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
@@ -51,6 +59,7 @@ ROW_PX = 16  # height of one key's row in the k_j, v_j and a_ij v_j strips: room
 STRIP_CHROME_PX = 160  # a strip's title, dimension axis and its title, colour bar with its title, readout line
 MIN_STRIP_ROWS = 4
 Q_MAP_PX = 95  # the query strip of one row (two with RoPE: before and after the rotation)
+Q_ROW_PX = 24  # each further row of the query strip (its label must fit beside it)
 NOT_SEEN = QColor("#8a8a8a")
 
 
@@ -111,7 +120,15 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.q_map.setToolTip("the query vector q_i, on the same colour scale as the keys k_j below")
         self.av_map.setToolTip("each value v_j scaled by its attention weight a_ij; their column sums are out_i")
         self.out_map.setToolTip("out_i computed here from q, k and v, and the model's own head output")
+        self._rotary_lines = []  # partial rotary: where the turned dimensions end (hidden otherwise)
+        for hm in (self.q_map, self.k_map):
+            line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#202020", width=2, style=Qt.PenStyle.DashLine))
+            line.setToolTip("RoPE turns the dimensions left of this line; those right of it carry no position")
+            line.setVisible(False)
+            hm.plot.addItem(line)
+            self._rotary_lines.append(line)
         self._build_layout()
+        self.gate = NotApplicable(self, "formula")  # the model before attention: one sentence instead
         self._set_strip_rows(0)
         self.follow(session)
         self.refresh()
@@ -178,7 +195,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt naming)
         if watched is self.split and event.type() == QEvent.Type.Resize:
-            QTimer.singleShot(0, self._fit_table_width)  # after the splitter has laid out its sizes
+            # After the splitter has laid out its sizes; dropped when the table is gone by then (a
+            # window closing while the panel is hidden, as for a model without attention).
+            QTimer.singleShot(0, self.table, self._fit_table_width)
         return super().eventFilter(watched, event)
 
     def _on_key_clicked(self, row: int) -> None:
@@ -192,12 +211,16 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         if model is not self._facts_model:
             self._facts, self._facts_model = {}, model
         if layer not in self._facts:
-            angles = next((f.rope_angles for f in self._facts.values()), None)  # the same in every layer
+            rope = model.blocks[layer].attn.rope  # shared by the layers with its base (None: no RoPE here)
+            angles = next((f.rope_angles for f in self._facts.values()
+                           if rope is not None and f.rope_angles is not None and f.rope_theta == rope.theta), None)
             self._facts[layer] = layer_facts(model, layer, angles)
         return self._facts[layer]
 
     def refresh(self) -> None:
         """Recompute the steps for the session's layer, head and selected position, and redraw."""
+        if not self.gate.applies(self.session.config):
+            return
         self._stale = False
         s = self.session
         i = s.selected_position()
@@ -247,18 +270,14 @@ class FormulaPanel(RefreshWhenShown, QWidget):
                                    "head_out, so it adds nothing; out_i here is what it would add.")
         keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
         self._set_strip_rows(len(keys))
-        qk = symmetric_levels(st.q, st.k)
-        if st.rotation is not None:  # q before and after RoPE's rotation, on the keys' scale
-            r = st.rotation
-            qk = symmetric_levels(st.q, st.k, r.q_pre)
-            self.q_map.setFixedHeight(Q_MAP_PX + ROW_PX * 2)
-            self.q_map.plot.setTitle(f"q_i before and after RoPE's rotation R({st.position})")
-            self.q_map.set_data(np.stack([r.q_pre, st.q]), qk, ["before", f"R({st.position}) q"], None, blank=False)
-        else:
-            self.q_map.setFixedHeight(Q_MAP_PX)
-            self.q_map.plot.setTitle("q_i (query)")
-            self.q_map.set_data(st.q[None, :], qk, [f"q_{st.position}"], None, blank=False)
-        self.k_map.plot.setTitle("k_j (keys, after RoPE's rotation R(j))" if st.rotation is not None
+        rows, labels, title = _query_rows(st)  # q_i, with its QK-norm and its rotation where the layer has them
+        qk = symmetric_levels(st.k, *rows)
+        self.q_map.setFixedHeight(Q_MAP_PX + (Q_ROW_PX * len(rows) if len(rows) > 1 else 0))
+        self._mark_rotated(st)
+        self.q_map.plot.setTitle(title)
+        self.q_map.set_data(np.stack(rows), qk, labels, None, blank=False)
+        self.k_map.plot.setTitle("k_j (keys, after QK-norm and RoPE's rotation R(j))" if st.rotation is not None and
+                                 st.qk_norm is not None else "k_j (keys, after RoPE's rotation R(j))" if st.rotation is not None
                                  else "k_j (keys)" if len(st.kv_group) < 2 else f"k_j (keys of kv head {st.kv_head})")
         self.k_map.set_data(st.k, qk, keys, None, blank=False)
         self.v_map.set_data(st.v, symmetric_levels(st.v), keys, None, blank=False)
@@ -267,17 +286,40 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, ["Σ_j a_ij v_j", "model's head_out"], None,
                               blank=False)
 
+    def _mark_rotated(self, st: FormulaSteps) -> None:
+        """Under partial rotary, a line in the q and k strips where the turned dimensions end."""
+        r = st.rotation.rotary_dims if st.rotation is not None and st.rotation.partial else None
+        for line in self._rotary_lines:
+            line.setVisible(r is not None)
+            if r is not None:
+                line.setValue(r)
+
     def _headers(self, st: FormulaSteps) -> tuple[list[str], list[str]]:
         """The table's columns and their tooltips: an i − j column for RoPE, the scaling the model uses."""
         headers, tips = list(SCALARS), list(SCALAR_TIPS)
         if not st.scaled_by_sqrt_d_head:
             tips[3] = UNSCALED_TIP
+        if st.softcap:  # the score before and after c·tanh(s/c)
+            tips[3] = CAPPED_TIP
+            headers.insert(3, RAW)
+            tips.insert(3, RAW_TIP)
         if st.rope:
             headers.insert(2, OFFSET)
             tips.insert(2, OFFSET_TIP)
         return headers + (VECTOR_COLUMNS if st.d_head <= SHOW_VECTORS_UP_TO else []), tips
 
     def _fill_table(self, st: FormulaSteps, tokens: list[str]) -> None:
+        # Columns sized to their contents once, after every cell is set: while sized on every
+        # change, each cell's new text measured its whole column again (a keystroke at T = 32
+        # changes 128 cells: 380 ms on a busy machine, 10 ms filled this way).
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        try:
+            self._fill_cells(st, tokens)
+        finally:
+            header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def _fill_cells(self, st: FormulaSteps, tokens: list[str]) -> None:
         headers, tips = self._headers(st)
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
@@ -294,13 +336,14 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             return [str(st.position - int(j))] if st.rope else []
 
         for r, j in enumerate(hidden):
-            cells = [str(j), name(j)] + offset(j) + ["not seen", "—", "—", "0"]
+            cells = [str(j), name(j)] + offset(j) + ["not seen"] + ["—"] * (3 if st.softcap else 2) + ["0"]
             tip = (f"key {j} is outside this layer's local window of {st.window or len(st.keys)} keys: "
                    "query i does not see it (weight 0)")
             self._set_row(r, cells + [""] * (len(headers) - len(cells)), tip, NOT_SEEN)
         for r, j in enumerate(st.keys):
+            raw = [f"{st.raw_scores[r]:.6f}"] if st.softcap else []
             cells = [str(int(j)), name(j)] + offset(j) + [
-                f"{st.dots[r]:.6f}", f"{st.scores[r]:.6f}", f"{st.exps[r]:.6f}", f"{st.weights[r]:.6f}"]
+                f"{st.dots[r]:.6f}", *raw, f"{st.scores[r]:.6f}", f"{st.exps[r]:.6f}", f"{st.weights[r]:.6f}"]
             if st.d_head <= SHOW_VECTORS_UP_TO:
                 cells += [_vec(st.k[r]), _vec(st.v[r]), _vec(st.weighted_v[r])]
             tip = (f"k_{j} = {_vec(st.k[r])}\nv_{j} = {_vec(st.v[r])}\na_ij v_j = {_vec(st.weighted_v[r])}"
@@ -317,3 +360,22 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             item.setText(text)
             item.setToolTip(tip)
             item.setForeground(colour if colour is not None else self.table.palette().text())
+
+
+def _query_rows(st: FormulaSteps) -> tuple[list[np.ndarray], list[str], str]:
+    """The query strip's rows, their labels and its title: q_i alone, or h_i W_Q, its QK-norm and its
+    rotation R(i) where the layer has them (under partial rotary the title says which dimensions turn)."""
+    rows, labels = [], []
+    if st.qk_norm is not None:
+        rows, labels = [st.qk_norm.q_before], ["h W_Q"]
+    r = st.rotation
+    if r is not None:
+        rows += [r.q_pre, st.q]
+        labels += ["QK-normed" if st.qk_norm is not None else "before", f"R({st.position}) q"]
+        turned = f" (dimensions 0–{r.rotary_dims - 1} turn, the rest carry no position)" if r.partial else ""
+        if st.qk_norm is not None:
+            return rows, labels, f"q_i: h W_Q, after QK-norm, after RoPE's rotation R({st.position}){turned}"
+        return rows, labels, f"q_i before and after RoPE's rotation R({st.position}){turned}"
+    if st.qk_norm is not None:
+        return rows + [st.q], labels + ["QK-normed"], "q_i before and after QK-norm"
+    return [st.q], [f"q_{st.position}"], "q_i (query)"

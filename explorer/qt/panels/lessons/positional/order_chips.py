@@ -32,7 +32,10 @@ class OrderChips(QListWidget):
         """One chip per reordered position p: the current text of token perm[p] and its original
         index (chips are rebuilt only when a text or the order changed)."""
         texts = [f"{token_label(tokens[p], 10)}  ({p})" for p in perm]
-        if texts == [self.item(r).text() for r in range(self.count())]:
+        if len(texts) == self.count() and list(perm) == self.order():  # the same order: new texts in place
+            for r, text in enumerate(texts):  # (rebuilt, 32 chips took 14 ms of a keystroke on a busy machine)
+                if self.item(r).text() != text:
+                    self.item(r).setText(text)
             return
         with QSignalBlocker(self):
             self.clear()

@@ -38,15 +38,19 @@ from explorer.core.architecture import order_warning, position_switch, switch_na
 from explorer.core.lessons.positional_sentence import fmt
 from explorer.core.views import axis_labels, token_label
 from explorer.qt import theme
-from explorer.qt.plots.heatmap import SEQUENTIAL, Heatmap
+from explorer.qt.plots.heatmap import SEQUENTIAL, Heatmap, settle_view
 from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.panels.lessons.positional.order_chips import OrderChips
 from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.scheduling.scheduler import NOTICEABLE_MS
 from explorer.qt.panels.lessons.positional.shift import ShiftView
 from explorer.qt.plots.plot_items import LabelAxis
 from explorer.qt.session import Session
+from explorer.qt.widgets.not_applicable import NotApplicable
+from model.formats.refs import BuiltinRef
+from model.tokens.names import token_name
 
-TWIN = Path(__file__).resolve().parents[3] / "assets" / "tinystories-1L1H-nope.safetensors"
+TWIN = BuiltinRef("tinystories-1L1H-nope").path  # the shipped twin, trained without positional encoding
 TWIN_OF = "tinystories-1L1H.safetensors"  # the model the twin was trained beside (same recipe, with PE)
 TOP_K = 5
 PASSES = 4  # forward passes per comparison: original and reordered, PE on and off
@@ -70,6 +74,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self._build_controls()
         self._build_views()
         self._build_layout()
+        self.gate = NotApplicable(self, "positional")  # the model before attention: one sentence instead
         self.pace_with(session)
         session.sig_model_changed.connect(self._on_session_changed)
         session.sig_trace_changed.connect(self._on_session_changed)
@@ -250,6 +255,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         return self.session.is_slow(PASSES, SLOW_MS)
 
     def _on_session_changed(self) -> None:
+        if not self.gate.applies(self.session.config):
+            return
         self._stale = True
         self._update_options()
         if self.is_shown():  # else when shown (refresh): a chip per token, 1,024 of them, took ms per key
@@ -271,6 +278,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
 
     def refresh(self) -> None:
         """Ask for the comparison of the session's tokens, layer, head and mask (drawn when it arrives)."""
+        if not self.gate.applies(self.session.config):
+            return
         self._stale = self._out_of_date = False
         self._update_options()
         self._show_update_state()
@@ -286,7 +295,9 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self._waiting = True
         request = positional.CompareRequest(ids, self.perm, s.layer, s.head, s.causal, tuple(tokens), TOP_K)
         s.submit(self, positional.compare_job, request, self._on_comparison, passes=PASSES)
-        if self._waiting:  # on the worker thread: the old numbers stay until the new ones arrive
+        # On the worker thread: the old numbers stay until the new ones arrive, with a note when
+        # that takes long enough to be seen (one for a few ms only flashed and laid the panel out twice).
+        if self._waiting and s.is_slow(PASSES, NOTICEABLE_MS):
             self.tv_label.setText("Computing the four traces for the current text…")
 
     def _on_comparison(self, result: JobResult) -> None:
@@ -312,8 +323,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.sentence.setText("No tokens yet: type some text to reorder.")
 
     def _token_name(self, token_id: int) -> str:
-        tok = self.session.tokenizer
-        return tok.display(int(token_id)) if tok is not None else f"#{token_id}"
+        return token_name(self.session.tokenizer, token_id)
 
     def _draw(self, c: positional.OrderComparison, tokens: list[str]) -> None:
         reordered_tokens = [tokens[p] for p in c.perm]
@@ -349,6 +359,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         top = max(float(c.run(True, False).top_probs.max()), float(c.run(True, True).top_probs.max()),
                   float(c.run(False, False).top_probs.max()), float(c.run(False, True).top_probs.max()))
         plot.setRange(xRange=(0, top * 1.05), yRange=(-0.5, max(len(ids), 1) - 0.5), padding=0)
+        settle_view(plot.getViewBox())  # the range applied now, not in a first paint that paints again
 
     def _fill_table(self, c: positional.OrderComparison, tokens: list[str]) -> None:
         n = len(tokens)

@@ -1,7 +1,8 @@
-"""The positional panel's shift test: move every token by s positions and measure layer 0's scores.
+"""The positional panel's shift test: move every token by s positions and measure the selected layer's scores.
 
-For RoPE the scores stay the same within float32 noise (a score depends on the offset i − j only);
-for a learned table they change (p_(i+s) is another vector). The numbers come from
+For RoPE the scores stay the same within float32 noise (a score depends on the offset i − j only; the
+sentence says how much of each head turns, and that a NoPE layer turns none); for a learned table
+they change (p_(i+s) is another vector). The numbers come from
 :func:`explorer.core.lessons.rope.shift_check`, run as a session job (:meth:`Session.submit`).
 """
 
@@ -59,7 +60,7 @@ class ShiftView(QWidget):
             self.shift_box.setRange(1, max(room, 1))
             self.shift_box.setValue(min(self.wanted, max(room, 1)))
         self.shift_box.setEnabled(room > 0)
-        request = rope.ShiftRequest(s.trace.token_ids, self.shift_box.value(), s.causal)
+        request = rope.ShiftRequest(s.trace.token_ids, self.shift_box.value(), s.causal, s.layer)
         s.submit(self, rope.shift_job, request, self._on_check)
 
     def _on_check(self, result: JobResult) -> None:

@@ -22,6 +22,7 @@ from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.panels.lessons.variants.book import BookView
 from explorer.qt.session import Session
+from explorer.qt.widgets.not_applicable import NotApplicable
 
 
 def side_by_side(mats: np.ndarray) -> np.ndarray:
@@ -83,6 +84,7 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         for hm in (self.scores, self.weights, self.outputs, self.mixed):
             hm.sig_row_clicked.connect(session.toggle_pin)  # a second click releases the pin
         self._build_layout()
+        self.gate = NotApplicable(self, "variants")  # the model before attention: one sentence instead
         self.follow(session)
         self.refresh()
 
@@ -144,6 +146,8 @@ class VariantsPanel(RefreshWhenShown, QWidget):
 
     def refresh(self) -> None:
         """Ask for the four variants of the session's layer, head and position (drawn when they arrive)."""
+        if not self.gate.applies(self.session.config):
+            return
         self._stale = False
         if self.source_key() == "book":  # the book's example does not follow the text
             return

@@ -1,0 +1,1 @@
+"""The Why attention? lesson: the panel and its parts (``views``)."""
