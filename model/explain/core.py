@@ -16,7 +16,9 @@ import torch
 from model.explain.dla import DirectLogitAttribution, direct_logit_attribution
 from model.explain.lens import LensStage, logit_lens
 from model.explain.loo import leave_one_out as _leave_one_out
-from model.explain.scores import ScoreTerms, first_token_attention, first_token_mean, score_terms, score_terms_note
+from model.explain.scores import (
+    ScoreTerms, first_token_attention, first_token_mean, heads_on, score_terms, score_terms_note,
+)
 from model.tracing.records import Trace
 
 
@@ -56,7 +58,10 @@ class Explanation:
     first_token_attention : (n_layers, n_heads) float64
         Weight of query i on key 0 (the "attention sink").
     first_token_mean : float
-        Mean weight on key 0 over all layers, heads and queries 1..T-1 (NaN for T < 2).
+        Mean weight on key 0 over the layers and heads that are on and queries 1..T-1 (NaN for
+        T < 2 or every head off).
+    heads_on : (n_layers, n_heads) bool or None
+        False for each head the trace's interventions switch off (None: every head on).
     """
 
     position: int
@@ -74,6 +79,13 @@ class Explanation:
     score_terms_note: str
     first_token_attention: np.ndarray
     first_token_mean: float
+    heads_on: np.ndarray | None = None
+
+    def mean_attention(self) -> np.ndarray:
+        """(S,) the weight of query i on each source averaged over the layers and heads that are on
+        (a head switched off has weights but adds nothing); zeros when every head is off."""
+        on = self.heads_on if self.heads_on is not None else np.ones(self.attention.shape[:2], dtype=bool)
+        return self.attention[on].mean(axis=0) if on.any() else np.zeros(self.attention.shape[2])
 
     @property
     def n_leave_one_out(self) -> int:
@@ -89,7 +101,7 @@ class Explanation:
         """Sources whose share of attention and share of effect differ by ``gap`` or more.
 
         Over the sources j ≠ i whose leave-one-out was computed: attention share = the weight on
-        j averaged over layers and heads, divided by its sum over those j; effect share =
+        j averaged over the layers and heads that are on (:meth:`mean_attention`), divided by its sum over those j; effect share =
         |leave_one_out_j| divided by its sum. A token with 40 % of the attention and 5 % of the
         effect (or the reverse) is listed at gap 0.25. Empty without leave-one-out or with fewer
         than two such sources.
@@ -99,7 +111,7 @@ class Explanation:
         others = [j for j in range(self.n_sources) if j != self.position and self.leave_one_out_computed[j]]
         if len(others) < 2:
             return []
-        att = self.attention.mean(axis=(0, 1))[others]
+        att = self.mean_attention()[others]
         eff = np.abs(self.leave_one_out[others])
         if att.sum() <= 0 or eff.sum() <= 0:
             return []
@@ -189,11 +201,14 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
     Raises
     ------
     ValueError
-        On an empty trace, or a position, target, head or max_leave_one_out out of range.
+        On an empty trace, a trace without attention blocks (the model before attention: nothing here
+        applies to it), or a position, target, head or max_leave_one_out out of range.
     Interrupted
         When ``should_stop()`` returned True.
     """
     T, cfg = tr.n_tokens, model.config
+    if not tr.blocks:
+        raise ValueError("nothing to explain this way: the model has no attention heads or residual stream")
     if T == 0:
         raise ValueError("nothing to explain: the text has no tokens")
     position = T - 1 if position is None else int(position)
@@ -213,9 +228,11 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
     note = score_terms_note(model, tr)
     attention = np.stack([layer.attn_weights[:, position, :S] for layer in tr.blocks]).astype(np.float64)
     dla = direct_logit_attribution(model, tr, position, target, S)
+    on = heads_on(tr)
     loo = computed = None
     if leave_one_out:
-        sources = leave_one_out_sources(attention.mean(axis=(0, 1)), dla.sources, position, max_leave_one_out)
+        mean = attention[on].mean(axis=0) if on.any() else np.zeros(S)
+        sources = leave_one_out_sources(mean, dla.sources, position, max_leave_one_out)
         loo = _leave_one_out(model, tr, position, target, S, sources, should_stop)
         computed = np.zeros(S, dtype=bool)
         computed[sources] = True
@@ -226,4 +243,5 @@ def explain(model, tr: Trace, position: int | None = None, target: int | None = 
         logit_lens=logit_lens(model, tr, position, target, top_k),
         score_terms=None if note else score_terms(model, tr, head), score_terms_note=note,
         first_token_attention=first_token_attention(tr, position), first_token_mean=first_token_mean(tr),
+        heads_on=on,
     )

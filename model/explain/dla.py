@@ -10,8 +10,13 @@ over the parts r_i is made of, each dotted with one direction d:
     logit = Σ_parts part · d  +  β · u_t                  (β: LayerNorm's shift, if any)
 
 This is TransformerLens's ``apply_ln_to_stack`` (Nanda et al., "direct logit attribution").
-The parts: e_i, p_i, per layer every head's a_ij (v_j − b_V) W_O for every source j, the value
-bias (Σ_j a_ij) b_V W_O, W_O's bias, the MLP's output.
+The parts: e_i (times the embedding scale, Gemma's √d_model), p_i, per layer every head's
+a_ij (v_j − b_V) W_O for every source j, the value bias (Σ_j a_ij) b_V W_O, W_O's bias, the MLP's
+output, and the unembedding's bias (Phi). A model that normalises attention's output before adding
+it (Gemma, OLMo-2) has that norm frozen the same way at the layer's attn_out_i, so each head's part
+goes through it linearly too; the MLP's part is its normalised output. A model that soft-caps its
+logits (Gemma 2: c · tanh(z / c)) has the logit before the cap, z, split: the cap is applied to the
+sum, not to the parts.
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ class DirectLogitAttribution:
     other : float
         Sum of ``components``.
     logit : float
-        The trace's logit; ``other + sources.sum()`` equals it up to float32 rounding.
+        The logit split: the trace's, or with a soft-capped output the logit z before the cap;
+        ``other + sources.sum()`` equals it up to float32 rounding.
+    softcap : float
+        c when the model's output is c · tanh(z / c) (the trace's logit is then c · tanh(logit / c)); 0 for none.
     """
 
     per_head: np.ndarray
@@ -49,6 +57,7 @@ class DirectLogitAttribution:
     components: dict[str, float]
     other: float
     logit: float
+    softcap: float = 0.0
 
 
 def unembed_row(model, target: int) -> np.ndarray:
@@ -90,14 +99,20 @@ def direct_logit_attribution(model, tr: Trace, position: int, target: int, n_sou
     final = tr.blocks[-1].resid_post if tr.blocks else tr.x
     d, shift = frozen_norm_direction(model, final[position], target)
     ablated = tr.interventions.ablate if tr.interventions is not None else ()
-    components: dict[str, float] = {"tok_emb": float(tr.tok[position].astype(np.float64) @ d)}
+    components: dict[str, float] = {"tok_emb": float(tr.tok_scaled[position].astype(np.float64) @ d)}
     if tr.positional_encoding and model.config.has_pos_table:
         components["pos_emb"] = float(tr.pos[position].astype(np.float64) @ d)
     n_heads, cfg = model.config.n_heads, model.config
     per_head = np.zeros((len(tr.blocks), n_heads, n_sources))
     for li, (block, layer) in enumerate(zip(model.blocks, tr.blocks)):
         w = block.attn.head_weights(("b_V", "b_O"))
-        ov_d = block.attn.head_out_direction(d)  # (n_heads, d_head): W_O[h] d per head
+        d_attn = d  # the direction in attention's output space: through its norm when it has one
+        if block.ln_attn_out is not None:
+            post = block.ln_attn_out.frozen(layer.attn_out[position])
+            d_attn = post.direction(d)
+            if post.shift is not None:
+                components[f"blocks.{li}.ln_attn_out.bias"] = float(post.shift @ d)
+        ov_d = block.attn.head_out_direction(d_attn)  # (n_heads, d_head): W_O[h] d per head
         b_v = w["b_V"].astype(np.float64)  # (n_kv_heads, d_head), zeros without value biases
         bias_part = 0.0
         for h in range(n_heads):
@@ -111,12 +126,19 @@ def direct_logit_attribution(model, tr: Trace, position: int, target: int, n_sou
         if cfg.qkv_bias:
             components[f"blocks.{li}.attn.b_V"] = bias_part
         if cfg.o_bias:
-            components[f"blocks.{li}.attn.b_O"] = float(w["b_O"].astype(np.float64) @ d)
-        components[f"blocks.{li}.mlp"] = float(layer.mlp_out[position].astype(np.float64) @ d)
+            components[f"blocks.{li}.attn.b_O"] = float(w["b_O"].astype(np.float64) @ d_attn)
+        mlp = layer.mlp_out if layer.ln_mlp_out is None else layer.ln_mlp_out  # what the residual gets
+        components[f"blocks.{li}.mlp"] = float(mlp[position].astype(np.float64) @ d)
     if shift is not None:
         components["ln_f.bias"] = shift
+    logit = float(tr.logits[position, target])
+    if cfg.unembed_bias:
+        components["unembed.bias"] = float(model.unembed.bias[target].detach())
+    if cfg.final_softcap:  # split the logit before the cap: z = LN_f(r)·u_t (+ b_t)
+        logit = float(tr.ln_final[position].astype(np.float64) @ unembed_row(model, target))
+        logit += components.get("unembed.bias", 0.0)
     sources = per_head.sum(axis=(0, 1))
     return DirectLogitAttribution(
         per_head=per_head, sources=sources, components=components,
-        other=float(sum(components.values())), logit=float(tr.logits[position, target]),
+        other=float(sum(components.values())), logit=logit, softcap=float(cfg.final_softcap),
     )

@@ -3,6 +3,8 @@
 After the embeddings, after each block's attention and after each MLP, the residual at one
 position is passed through the final norm and the unembedding, as if the model ended there
 (nostalgebraist 2020, "interpreting GPT: the logit lens"). The last stage is the model's output.
+A parallel block (GPT-NeoX, Phi) adds attention and the MLP at once: it has no residual between
+them, so its one stage is after both.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class LensStage:
     ----------
     stage : str
         The residual's dotted name in the trace: ``x``, ``blocks.L.resid_mid`` (after
-        layer L's attention), ``blocks.L.resid_post`` (after its MLP).
+        layer L's attention, in a sequential block), ``blocks.L.resid_post`` (after its MLP).
     top_k : tuple of (int, float)
         The k most likely next token ids with their probabilities in [0, 1], most likely first.
     kl_to_final : float
@@ -38,11 +40,11 @@ class LensStage:
     target_prob: float
 
 
-def stage_names(n_layers: int) -> list[str]:
-    """The 1 + 2 · n_layers stage names, in model order."""
+def stage_names(n_layers: int, sequential: bool = True) -> list[str]:
+    """The 1 + 2 · n_layers stage names in model order (1 + n_layers for parallel blocks)."""
     names = ["x"]
     for li in range(n_layers):
-        names += [f"blocks.{li}.resid_mid", f"blocks.{li}.resid_post"]
+        names += ([f"blocks.{li}.resid_mid"] if sequential else []) + [f"blocks.{li}.resid_post"]
     return names
 
 
@@ -63,11 +65,11 @@ def logit_lens(model, tr: Trace, position: int, target: int, top_k: int = 5) -> 
     Returns
     -------
     tuple of LensStage
-        1 + 2 · n_layers stages, in model order.
+        1 + 2 · n_layers stages (1 + n_layers for parallel blocks), in model order.
     """
     resid = [tr.x[position]]
     for layer in tr.blocks:
-        resid += [layer.resid_mid[position], layer.resid_post[position]]
+        resid += ([layer.resid_mid[position]] if layer.resid_mid is not None else []) + [layer.resid_post[position]]
     w = model.unembed_weight  # (vocab_size, d_model): for the device and dtype
     with torch.no_grad():
         r = torch.from_numpy(np.stack(resid)).to(w.device, w.dtype)  # (stages, d_model)
@@ -78,7 +80,8 @@ def logit_lens(model, tr: Trace, position: int, target: int, top_k: int = 5) -> 
     probs = log_p.exp()  # (stages, vocab_size)
     top_p, top_i = probs.topk(k, dim=-1)  # (stages, k) each, most likely first
     stages = []
-    for s, name in enumerate(stage_names(len(tr.blocks))):
+    sequential = not tr.blocks or tr.blocks[0].resid_mid is not None
+    for s, name in enumerate(stage_names(len(tr.blocks), sequential)):
         top = tuple(zip(top_i[s].tolist(), top_p[s].tolist()))
         stages.append(LensStage(name, top, float(kl[s]), float(probs[s, target])))
     return tuple(stages)

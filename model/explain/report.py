@@ -12,8 +12,8 @@ from model.explain.scores import TERMS
 from model.explain.whatif import WhatIf
 
 
-def resolve_target(text: str, tokenizer, vocab_size: int) -> int:
-    """The token id that ``--target`` names.
+def resolve_target(text: str, tokenizer, vocab_size: int, option: str = "--target") -> int:
+    """The token id that ``--target`` (or ``option``, named in the messages) names.
 
     ``#N`` is the id N; otherwise a token as the tokenizer writes it (``cat``, GPT-2's ``Ġcat``),
     or a text that the tokenizer encodes to exactly one token (`` cat``).
@@ -26,19 +26,19 @@ def resolve_target(text: str, tokenizer, vocab_size: int) -> int:
     if text.startswith("#") and text[1:].isascii() and text[1:].isdigit():
         tid = int(text[1:])
         if tid >= vocab_size:
-            raise ValueError(f"--target {text}: the vocabulary has ids 0..{vocab_size - 1}")
+            raise ValueError(f"{option} {text}: the vocabulary has ids 0..{vocab_size - 1}")
         return tid
     if tokenizer is None:
-        raise ValueError(f"--target {text!r}: this model has no tokenizer; give an id as #N")
+        raise ValueError(f"{option} {text!r}: this model has no tokenizer; give an id as #N")
     tid = tokenizer.token_to_id(text)
     if tid is None:
         ids = tokenizer.encode(text).ids[len(getattr(tokenizer, "prefix_ids", ())):] if text else []
         if len(ids) != 1 or ids[0] == getattr(tokenizer, "unk_id", None):  # "zebra" -> <unk> is no match
-            raise ValueError(f"--target {text!r} is not one token of this vocabulary "
+            raise ValueError(f"{option} {text!r} is not one token of this vocabulary "
                              "(give a token as the tokenizer writes it, or #ID)")
         tid = ids[0]
     if not 0 <= tid < vocab_size:
-        raise ValueError(f"--target {text!r} has id {tid}, outside the model's {vocab_size} ids")
+        raise ValueError(f"{option} {text!r} has id {tid}, outside the model's {vocab_size} ids")
     return int(tid)
 
 
@@ -103,16 +103,18 @@ def format_explanation(ex: Explanation, what_ifs: list[WhatIf], tokens: list[str
         lines.append(f"  leave-one-out for {ex.n_leave_one_out} of {ex.n_sources - 1} sources (the first, and those "
                      "with the most attention or direct effect); — = not computed")
     lines.append(f"  {'j':>3}  {'token':<14} {'attention':>9} {'direct':>9} {'leave-one-out':>13}")
-    attention = ex.attention.mean(axis=(0, 1))
+    attention = ex.mean_attention()
     for j in range(ex.n_sources):
         loo = ex.leave_one_out[j] if ex.leave_one_out is not None else float("nan")
         loo_text = "(itself)" if j == i else "—" if math.isnan(loo) else f"{loo:.4f}"
         lines.append(f"{'*' if j in marked else ' '} {j:>3}  {tokens[j][:14]:<14} {attention[j]:9.4f} "
                      f"{ex.dla.sources[j]:9.4f} {loo_text:>13}")
-    lines.append("  attention: mean over layers and heads; direct: direct logit attribution through all heads")
+    lines.append("  attention: mean over the layers and heads that are on; direct: direct logit attribution "
+                 "through all heads")
     parts = ", ".join(f"{k} {v:.4f}" for k, v in ex.dla.components.items())
     lines.append(f"the logit's direct parts: sources {ex.dla.sources.sum():.4f} + other {ex.dla.other:.4f} = "
-                 f"{ex.dla.sources.sum() + ex.dla.other:.4f} (model: {ex.logit:.4f}); other = {parts}")
+                 f"{ex.dla.sources.sum() + ex.dla.other:.4f} (model: {ex.dla.logit:.4f}"
+                 f"{' before its soft cap' if ex.dla.softcap else ''}); other = {parts}")
     sink = ", ".join(f"L{li}H{h} {w:.3f}" for (li, h), w in np.ndenumerate(ex.first_token_attention))
     mean = "n/a" if math.isnan(ex.first_token_mean) else f"{ex.first_token_mean:.3f}"
     lines.append(f"attention on the first token: query {i}: {sink}; mean over queries 1..T-1: {mean}")

@@ -30,6 +30,7 @@ NONE_NOTE = ("does not apply: the model has no positional encoding (x_i = e_i), 
              "token·token plus bias terms")
 OFF_NOTE = ("does not apply: the positional encoding is switched off in this trace (x_i = e_i), so "
             "there is no position part")
+LINEAR_NOTE = ("does not apply to this model: {why}, so q_i·k_j is not a sum of token and position terms")
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,18 @@ class ScoreTerms:
 
 def score_terms_note(model, tr: Trace) -> str:
     """"" when :func:`score_terms` applies to this model and trace, else why not (one sentence)."""
-    kind = model.config.positional
+    cfg = model.config
+    kind = cfg.positional
     if kind == "rope":
         return ROPE_NOTE
     if kind == "none":
         return NONE_NOTE
     if not tr.positional_encoding:
         return OFF_NOTE
-    return ""
+    why = [w for flag, w in ((cfg.norm_placement == "post", "no norm comes before attention to freeze"),
+                             (cfg.qk_norm != "none", "QK-norm normalises q and k after the projection"),
+                             (bool(cfg.attn_softcap), "the scores are soft-capped (c·tanh(s/c))")) if flag]
+    return LINEAR_NOTE.format(why="; ".join(why)) if why else ""
 
 
 def score_terms(model, tr: Trace, head: int = 0) -> ScoreTerms:
@@ -92,7 +97,7 @@ def score_terms(model, tr: Trace, head: int = 0) -> ScoreTerms:
         raise ValueError(f"head {head} is out of range (0..{model.config.n_heads - 1})")
     block, layer = model.blocks[0], tr.blocks[0]
     kv = block.attn.kv_head(head)
-    e, p = tr.tok.astype(np.float64), tr.pos.astype(np.float64)
+    e, p = tr.tok_scaled.astype(np.float64), tr.pos.astype(np.float64)
     ln1 = block.ln1.frozen(e + p)  # LN1 with each token's scale (1/σ_i, 1/rms_i) frozen
     c = ln1.shift if ln1.shift is not None else np.zeros_like(ln1.gain)
     # Products in torch, not numpy: numpy's threaded BLAS stalls for milliseconds on a busy machine.
@@ -126,9 +131,22 @@ def first_token_attention(tr: Trace, position: int) -> np.ndarray:
     return np.stack([layer.attn_weights[:, position, 0] for layer in tr.blocks]).astype(np.float64)
 
 
+def heads_on(tr: Trace) -> np.ndarray:
+    """(n_layers, n_heads) bool: True for each head the trace's interventions leave on (a head
+    switched off still has attention weights, but its output is zeroed: it reads nothing)."""
+    on = np.ones((len(tr.blocks), tr.blocks[0].attn_weights.shape[0] if tr.blocks else 0), dtype=bool)
+    for layer, head in getattr(tr.interventions, "ablate", ()):
+        if layer < on.shape[0] and head < on.shape[1]:
+            on[layer, head] = False
+    return on
+
+
 def first_token_mean(tr: Trace) -> float:
-    """Mean weight on key 0 over every layer, head and query 1..T-1 (query 0 can only see
-    itself); NaN with fewer than 2 tokens. The "attention sink" of Xiao et al. 2023."""
-    if tr.n_tokens < 2 or not tr.blocks:
+    """Mean weight on key 0 over every layer and head that is on (:func:`heads_on`) and query
+    1..T-1 (query 0 can only see itself); NaN with fewer than 2 tokens or every head off. The
+    "attention sink" of Xiao et al. 2023."""
+    on = heads_on(tr)
+    if tr.n_tokens < 2 or not on.any():
         return float("nan")
-    return float(np.mean([layer.attn_weights[:, 1:, 0].mean() for layer in tr.blocks]))
+    weights = np.stack([layer.attn_weights[:, 1:, 0].mean(axis=1) for layer in tr.blocks])  # (n_layers, n_heads)
+    return float(weights[on].mean())
