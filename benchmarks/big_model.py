@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import explain, prefix_reuse
+from benchmarks import big_typing, explain, prefix_reuse
 from benchmarks.common import settle
 from benchmarks.keystroke import WORDS, text_of
 from model import GPT, GPTConfig, save_checkpoint
@@ -210,18 +210,11 @@ def _shows(session, text: str, expected: tuple[list[int], list[str]] | None = No
 
 
 def measure(app, window, quick: bool) -> dict[str, float]:
-    """Open time, model ms at 32/256/512/1024 tokens, prefix reuse, the Why panel's job at T = 512,
-    keystroke at T = 512 and the typing and paste stalls for the GPT-2-small-sized model."""
+    """Open time and the first keystroke after it (:mod:`benchmarks.big_typing`), model ms at
+    32/256/512/1024 tokens, prefix reuse, the Why panel's job at T = 512, keystroke at T = 512, the
+    typing and paste stalls, and typing steadily for the GPT-2-small-sized model."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = write_checkpoint(Path(tmp))
-        t0 = time.perf_counter()
-        ok = window.files.open_checkpoint(path)
-        settle(app)
-        out = {"big_model_open_s": time.perf_counter() - t0}
-        if not ok:
-            raise RuntimeError("the GPT-2-small-sized checkpoint failed to open")
-    while window.session.busy:  # the open traces the current text: not alongside the timings
-        settle(app)
+        out = big_typing.open_on_long_text(app, window, write_checkpoint(Path(tmp)))
     model = window.session.model
     for n in (32, 256, 1024):
         out[f"big_model_ms_t{n}"] = model_ms(model, n, reps=1 if quick or n == 1024 else 3)
@@ -232,5 +225,6 @@ def measure(app, window, quick: bool) -> dict[str, float]:
     out.update(keystroke_t512(app, window, edits=10 if quick else 30))
     text = "once upon a time there was a little girl named lily"[:50]
     out.update(typing_stall(app, window, text))
+    out.update(big_typing.typing_steadily(app, window, seconds=3.0 if quick else 5.0))
     out.update(paste_stall(app, window))
     return out

@@ -48,6 +48,7 @@ def new_window(size: tuple[int, int] = (1400, 900)):
 
     pin_malloc_threshold()
     app = offscreen_app()
+    app.setCursorFlashTime(0)  # a blinking cursor repaints the editor every 500 ms: no paint is the keystroke's
     dialogs.error = lambda *args, **kwargs: None
     dialogs.info = lambda *args, **kwargs: None
     settings = QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.Format.IniFormat)

@@ -4,12 +4,13 @@ Why panel's job on the GPT-2-small-sized model at T = 512 (:func:`why_job_t512`)
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-DEFAULT = Path(__file__).resolve().parents[1] / "assets" / "tinystories-1L1H.safetensors"
+import transformer_explorer_assets as shipped
+
+DEFAULT = shipped.path("tinystories-1L1H.safetensors")
 
 
 def _median_ms(fn, reps: int) -> float:

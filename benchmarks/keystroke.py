@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
+from benchmarks import frames
 from benchmarks.common import settle, stats
 
 WORDS = ("once upon a time there was a little girl named lily . she liked to play in the park "
@@ -21,31 +24,31 @@ def text_of(n_tokens: int) -> str:
     return " ".join(words)
 
 
-def _type_at_end(app, window, text: str, edits: int) -> dict[str, list[float]]:
-    """Put ``text`` in the editor, then time ``edits`` key presses at its end (ms, by part)."""
-    from PySide6.QtCore import Qt
+def _type_at_end(app, window, text: str, edits: int, warmup: int = 4) -> dict[str, list[float]]:
+    """Put ``text`` in the editor, then time ``edits`` key presses at its end (ms, by part) after
+    ``warmup`` uncounted ones; ``"paints"`` per key press; the widgets that painted most in
+    ``"strokes"`` (a :class:`~benchmarks.frames.Keystrokes`)."""
     from PySide6.QtGui import QTextCursor
-    from PySide6.QtTest import QTest
 
     session = window.session
     editor = window.panels["tokens"].editor
     editor.setPlainText(text)
     editor.moveCursor(QTextCursor.MoveOperation.End)
     editor.setFocus()
-    settle(app)
-    parts = {"total": [], "tokenize": [], "model": [], "views": [], "paint": []}
-    for i in range(edits):
-        key = Qt.Key.Key_S if i % 2 == 0 else Qt.Key.Key_Backspace
-        t0 = time.perf_counter()
-        QTest.keyClick(editor, key)
-        t1 = time.perf_counter()
-        settle(app)
-        t2 = time.perf_counter()
-        parts["total"].append((t2 - t0) * 1e3)
-        parts["paint"].append((t2 - t1) * 1e3)
+    frames.until_quiet(window)
+    frames.press_keys(window, frames.alternate(warmup))
+    parts = {"tokenize": [], "model": [], "views": []}
+
+    def note() -> None:
         parts["model"].append(session.last_model_ms)
         parts["views"].append(session.last_draw_ms)
         parts["tokenize"].append(session.last_tokenize_ms)
+
+    strokes = frames.press_keys(window, frames.alternate(edits), note)
+    parts.update(total=strokes.total_ms, paints=strokes.paints, turn=strokes.longest_turn_ms,
+                 paint=[t - v - m - k for t, v, m, k in zip(strokes.total_ms, parts["views"], parts["model"],
+                                                             parts["tokenize"])])
+    parts["strokes"] = strokes
     return parts
 
 
@@ -72,6 +75,10 @@ def measure(app, window, n_tokens: int, edits: int) -> dict[str, float]:
     out[f"keystroke_ms_p95_t{n_tokens}"] = p95
     for part in ("tokenize", "model", "views", "paint"):
         out[f"keystroke_{part}_ms_median_t{n_tokens}"] = stats(parts[part])[0]
+    out[f"keystroke_paints_t{n_tokens}"] = float(np.mean(parts["paints"]))
+    out[f"keystroke_max_turn_ms_t{n_tokens}"] = float(np.max(parts["turn"]))
+    out[f"keystroke_traced_off_gui_thread_t{n_tokens}"] = float(session.traces_off_gui_thread)
+    frames.note_top(f"default layout, T = {n_tokens}", parts["strokes"])
     return out
 
 

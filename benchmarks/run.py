@@ -9,11 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("keystroke", "snapshots", "trace", "explain", "big", "training", "memory", "startup")
+SECTIONS = ("keystroke", "panels", "snapshots", "trace", "explain", "big", "training", "memory", "startup")
 
 
 def _run_sections(args) -> dict[str, float]:
-    from benchmarks import big_model, explain, keystroke, memory, snapshots, startup, trace_overhead, training
+    from benchmarks import big_model, explain, keystroke, memory, panels, snapshots, startup, trace_overhead, training
     from benchmarks.common import new_window
 
     want = set(args.only or SECTIONS)
@@ -22,7 +22,7 @@ def _run_sections(args) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(1)  # as the app does: the GUI process leaves a core for painting
-    gui = want & {"memory", "keystroke", "snapshots", "trace", "big"}
+    gui = want & {"memory", "keystroke", "panels", "snapshots", "trace", "big"}
     app, window = new_window() if gui else (None, None)
     if "memory" in want:  # first, so that the baseline is the start-up state
         results.update(memory.measure(app, window, edits=300 if quick else 1000))
@@ -31,6 +31,8 @@ def _run_sections(args) -> dict[str, float]:
             results.update(keystroke.measure(app, window, n, edits=200))
         results.update(keystroke.after_paste(app, window))
         results.update(keystroke.with_why_panel(app, window, 32, edits=60 if quick else 200))
+    if "panels" in want:
+        results.update(panels.measure(app, window, edits=10 if quick else 40))
     if "snapshots" in want:
         results.update(snapshots.measure(app, window, steps=30 if quick else 100))
     if "trace" in want:
@@ -72,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     results = _run_sections(args)
     results["benchmark_wall_s"] = time.perf_counter() - t0
     print(_table(results))
+    from benchmarks.frames import NOTES
+
+    if NOTES:
+        print("\nPaints per keystroke by widget (dock: panel > widget):")
+        print("\n".join(NOTES))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
     return 0
