@@ -6,9 +6,9 @@ Each format is a reader module under :mod:`model.formats` with a ``DESCRIPTION``
 or raises :class:`~model.formats.base.NotThisFormat`. :func:`inspect` tries them in :data:`READERS`
 order on what the file's contents say (never its extension); :func:`load_any` is inspect-then-load
 for callers with nobody to ask. To add a format, write its reader module and add it to
-:data:`READERS`. What can be opened is a :data:`~model.formats.refs.Reference` (a path, or a
-:class:`~model.formats.refs.HubRef`), read from text once by
-:func:`~model.formats.refs.parse_reference`.
+:data:`READERS`. What can be opened is a :data:`~model.formats.refs.Reference` (a path, a
+:class:`~model.formats.refs.HubRef` or a :class:`~model.formats.refs.BuiltinRef`), read from text
+once by :func:`~model.formats.refs.parse_reference`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from model.formats.base import (
     build_model, validate_state_dict,
 )
 from model.formats.errors import ReaderFailure, WrongVocabulary
+from model.formats.hub import CachedRevision, cached_revisions
 from model.formats.native import FORMAT_NAME, FORMAT_VERSION, save_checkpoint
 from model.formats.opening import Opening, Question
-from model.formats.refs import HubRef, Reference, as_reference
+from model.formats.refs import BUILTIN_PREFIX, BuiltinRef, HubRef, Reference, as_reference, parse_builtin
 from model.core.plain import clip, readable, shown_name
 
 #: The readers :func:`inspect` tries, in order: our own format first, then GGUF (its magic says
@@ -42,9 +43,10 @@ READERS = (native, gguf, hf, llama2c, nanogpt, raschka)
 MESSAGE_MAX_CHARS = 2000  # a loader's message is shown whole in a dialog or on one line of stderr
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "READERS", "Checkpoint", "CheckpointError", "HubRef", "NeedsInput",
+    "FORMAT_NAME", "FORMAT_VERSION", "READERS", "CachedRevision", "Checkpoint", "CheckpointError", "HubRef", "NeedsInput",
     "NotThisFormat", "OpenOptions", "Opening", "Question", "ReaderFailure", "Reference", "WrongVocabulary", "atomic_write",
-    "build_model", "inspect", "inspect_snapshot", "load_any", "load_checkpoint", "save_as", "save_checkpoint",
+    "build_model", "cached_revisions", "inspect", "inspect_snapshot", "load_any", "load_checkpoint", "read_header",
+    "save_as", "save_checkpoint",
     "validate_state_dict",
 ]
 
@@ -60,13 +62,15 @@ def inspect(ref: Reference, given: OpenOptions | None = None) -> Opening:
     The file is read once; the questions left are those ``given`` does not answer (see
     :class:`~model.formats.opening.Opening`). A :class:`~model.formats.refs.HubRef` is fetched
     first (:func:`model.formats.hub.fetch`, offline from the cache with ``HF_HUB_OFFLINE=1``) and its
-    snapshot folder inspected as :func:`inspect_snapshot` does.
+    snapshot folder inspected as :func:`inspect_snapshot` does. A :class:`~model.formats.refs.BuiltinRef`
+    is its shipped file, and the loaded checkpoint's ``origin`` is the reference (so Reload and Open
+    Recent open it by name, wherever the app is installed).
 
     Parameters
     ----------
-    ref : Path or HubRef
+    ref : Path, HubRef or BuiltinRef
         A file, or a folder (a Hugging Face model folder, whose ``config.json`` or one of its
-        weight files stands for it too; a llama2.c ``out/`` folder), or a Hub model.
+        weight files stands for it too; a llama2.c ``out/`` folder), a Hub model or a shipped model.
     given : OpenOptions, optional
         What the caller knows already (see :func:`load_any`); it is not asked.
 
@@ -78,6 +82,8 @@ def inspect(ref: Reference, given: OpenOptions | None = None) -> Opening:
     given = given or OpenOptions()
     if isinstance(ref, HubRef):
         return inspect_snapshot(ref, hub.fetch(ref), given)
+    if isinstance(ref, BuiltinRef):
+        return inspect(ref.path, given).wrapped(lambda load: dataclasses.replace(load(), origin=ref))
     opening = _guarded(ref, lambda: _dispatch(Source(ref), given))
     return opening.wrapped(lambda load: _guarded(ref, load),
                            lambda question: dataclasses.replace(question, message=_printable(question.message)))
@@ -92,9 +98,9 @@ def load_any(
 ) -> Checkpoint:
     """Open any checkpoint format the app knows, recognised from the file's contents.
 
-    Our ``.safetensors``; a GGUF file (llama.cpp's format, architectures llama and qwen2; see
-    :mod:`model.formats.gguf`); a Hugging Face model folder (gpt2, gpt_neo, llama, mistral; see
-    :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
+    Our ``.safetensors``; a GGUF file (llama.cpp's format, architectures llama, qwen2 and qwen3; see
+    :mod:`model.formats.gguf`); a Hugging Face model folder (gpt2, gpt_neo, gpt_neox, llama,
+    mistral, qwen2, qwen3, gemma2, gemma3_text, phi, olmo2, smollm3; see :mod:`model.formats.hf`); nanoGPT's ``ckpt.pt`` (or a bare nanoGPT state dict); the
     LLMs-from-scratch ``model.pth`` / ``model_and_optimizer.pth``; llama2.c's ``model.bin``
     (versions 0 and 1) and ``ckpt.pt``. Foreign files are read with
     ``torch.load(weights_only=True)`` only (see :mod:`model.formats.pickled.safe_pickle`). A
@@ -104,9 +110,9 @@ def load_any(
 
     Parameters
     ----------
-    path : Path, HubRef or str
-        A file or folder (see :func:`inspect`), a Hub model, or text naming either (read by
-        :func:`~model.formats.refs.parse_reference`).
+    path : Path, HubRef, BuiltinRef or str
+        A file or folder (see :func:`inspect`), a Hub model, a shipped model, or text naming one
+        (read by :func:`~model.formats.refs.parse_reference`: ``hf:REPO_ID``, ``builtin:NAME``).
     n_heads : int, optional
         Heads per block, for files that cannot tell (LLMs-from-scratch state dicts without a
         sidecar JSON, bare nanoGPT state dicts). Ignored where the file says.
@@ -143,8 +149,10 @@ def load_any(
     return inspect(as_reference(path), options).load(options)
 
 
-def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    """Read and validate one of our own ``.safetensors`` checkpoints (no other format).
+def load_checkpoint(path: str | os.PathLike | BuiltinRef, tokenizer=None) -> Checkpoint:
+    """Read and validate one of our own ``.safetensors`` checkpoints (no other format); the text
+    ``builtin:NAME`` (or a :class:`~model.formats.refs.BuiltinRef`) is a shipped one. ``tokenizer``,
+    when given, stands for the one its header holds (the snapshots of one run share one object).
 
     Raises
     ------
@@ -153,7 +161,26 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         file name and the problem; as :func:`load_any`, what no check foresaw as a
         :class:`ReaderFailure`.
     """
-    return _guarded(path, lambda: native.load_checkpoint(path))
+    if isinstance(path, str) and path.strip().startswith(BUILTIN_PREFIX):
+        path = parse_builtin(path)
+    if isinstance(path, BuiltinRef):
+        ref = path
+        return dataclasses.replace(_guarded(ref.path, lambda: native.load_checkpoint(ref.path, tokenizer)), origin=ref)
+    return _guarded(path, lambda: native.load_checkpoint(path, tokenizer))
+
+
+def read_header(path: str | os.PathLike) -> native.Header:
+    """The config, training facts and tokenizer text of one of our checkpoints, from its header alone
+    (no weights read: :func:`model.formats.native.read_header`).
+
+    Raises
+    ------
+    NotThisFormat
+        For a file of another format (open it with :func:`load_any`).
+    CheckpointError
+        For a missing or bad file, as :func:`load_checkpoint`.
+    """
+    return _guarded(path, lambda: native.read_header(Source(path)))
 
 
 def _guarded(path: str | os.PathLike, read):
@@ -201,14 +228,16 @@ def inspect_snapshot(ref: HubRef, folder: str | os.PathLike, given: OpenOptions 
     """
     folder = Path(folder)
     opening = _renamed(ref, folder, lambda: inspect(folder, given))
-    return opening.wrapped(lambda load: hub.labelled(_renamed(ref, folder, load), ref))
+    return opening.wrapped(lambda load: hub.labelled(_renamed(ref, folder, load), ref),
+                           lambda q: dataclasses.replace(q, message=hub.renamed(q.message, folder, ref)))
 
 
 def _renamed(ref: HubRef, folder: Path, read):
-    """``read()``, a CheckpointError about ``folder`` renamed after ``ref`` (a question left as it is)."""
+    """``read()``, a CheckpointError about ``folder`` renamed after ``ref`` (a question keeps its kind)."""
     try:
         return read()
-    except NeedsInput:
+    except NeedsInput as exc:
+        exc.args = (hub.renamed(str(exc), folder, ref),)
         raise
     except CheckpointError as exc:  # of the same kind (a ReaderFailure, a WrongVocabulary), with its cause
         raise type(exc)(hub.renamed(str(exc), folder, ref)) from exc.__cause__

@@ -1,10 +1,13 @@
 """The headless command ``python -m model.trace CHECKPOINT TEXT`` (CHECKPOINT: a file or a folder).
 
-CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``), or ``hf:REPO_ID`` for a
-model on the Hugging Face Hub (:mod:`model.formats.hub`). Prints the tokens
+CHECKPOINT is a file or a Hugging Face model folder (or its ``config.json``), ``hf:REPO_ID`` for a
+model on the Hugging Face Hub (:mod:`model.formats.hub`), or ``builtin:NAME`` for a model shipped
+with the app (``transformer-explorer --list-models``). Prints the tokens
 (their readable text), the last position's attention weights for each layer and head, and the top
 next tokens with their probabilities (``--json`` for one JSON object with every tensor).
-``--explain`` adds why the model predicts what it does (:mod:`model.explain`); ``--generate N``
+``--explain`` adds why the model predicts what it does (:mod:`model.explain`); ``--patch CORRUPTED``
+activation patching of TEXT (clean) into CORRUPTED (:mod:`model.explain.patching`); ``--head-scores``
+every head's previous-token, duplicate-token and induction score (:mod:`model.explain.heads`); ``--generate N``
 continues the text by N tokens (:mod:`model.generate`: greedy, or sampled with ``--temperature``,
 ``--top-k``, ``--top-p`` and ``--seed``).
 """
@@ -12,12 +15,14 @@ continues the text by N tokens (:mod:`model.generate`: greedy, or sampled with `
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 
 import numpy as np
 
+from model.tokens.names import token_name, token_names
 from model.tracing.records import Trace
 
 EXIT_NONFINITE = 3
@@ -51,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="a checkpoint file or folder (our .safetensors, a Hugging Face model folder or its "
                    "config.json, a llama2.c file or folder, or another format the app opens), or hf:REPO_ID[@REVISION] "
-                   "for a model on the Hugging Face Hub (fetched into its cache; HF_HUB_OFFLINE=1: the cache only)")
+                   "for a model on the Hugging Face Hub (fetched into its cache; HF_HUB_OFFLINE=1: the cache only), or "
+                   "builtin:NAME for a model shipped with the app (transformer-explorer --list-models)")
     p.add_argument("text", nargs="?", default="", help="the input text")
     p.add_argument("--ids", help="comma-separated token ids instead of text, e.g. 3,17,5")
     p.add_argument("--no-pe", action="store_true", help="switch positional encoding off (x_i = e_i)")
@@ -68,8 +74,15 @@ def main(argv: list[str] | None = None) -> int:
                    "(logit lens, direct logit attribution, leave-one-out, score terms; see model/explain)")
     p.add_argument("--position", type=int, help="with --explain or --over-training: the position (default the last; "
                    "-1 counts from the end)")
-    p.add_argument("--target", help="with --explain or --over-training: the token to follow, as the tokenizer "
-                   "writes it or #ID (default: --explain the top-1; --over-training the next token)")
+    p.add_argument("--target", help="with --explain, --patch or --over-training: the token to follow, as the tokenizer "
+                   "writes it or #ID (default: --explain the top-1; --patch the clean top-1; --over-training the next token)")
+    p.add_argument("--patch", metavar="CORRUPTED", help="activation patching: TEXT is the clean text, CORRUPTED the "
+                   "same number of tokens with a change (with --ids: comma-separated ids); patch each activation of "
+                   "the clean run into the corrupted run, one at a time, and print the normalised logit difference")
+    p.add_argument("--foil", help="with --patch: the token the target is compared with (default the corrupted "
+                   "top-1), as the tokenizer writes it or #ID")
+    p.add_argument("--head-scores", action="store_true", help="also score every head as a previous-token, "
+                   "duplicate-token and induction head on a probe of 20 seeded random tokens repeated")
     p.add_argument("--head", type=int, default=0, help="with --explain: the layer-0 head whose scores are split (0)")
     p.add_argument("--max-sources", type=int, metavar="N", help="with --explain: leave-one-out for at most N earlier "
                    "tokens (the first, and those with the most attention or direct effect; the others null); "
@@ -106,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             ids = tokenizer.encode(args.text).ids
         tr = ckpt.model.trace(ids, positional_encoding=not args.no_pe, causal=not args.bidirectional)
         ex = _explain(args, ckpt, tr)
-        gen = _generate(args, ckpt, ids, sampling)
+        circuits = _circuits(args, ckpt, ids)
+        gen = _generate(args, ckpt, ids, sampling, args.text if args.ids is None else None)
     except NeedsInput as exc:
-        hint = "run again with --n-heads N" if exc.kind == "n_heads" else "give --vocab PATH, or use --ids"
+        hint = "run again with --n-heads N" if exc.kind == "n_heads" else (
+            "give --vocab PATH, or use --ids" if exc.suggested is None else
+            f"give --vocab PATH (GPT-2's files: --vocab {exc.suggested}), or use --ids")
         print(f"error: {exc}\n({hint})", file=sys.stderr)
         return 2
     except (CheckpointError, ValueError, OSError) as exc:
@@ -116,17 +132,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Readable names (Tokenizer.display): " world" for GPT-2's "Ġworld"; "#id" without a vocabulary.
     run = [int(i) for i in tr.token_ids]
-    tokens = tokenizer.display_sequence(run) if tokenizer is not None else [f"#{i}" for i in run]
-    name = tokenizer.display if tokenizer is not None else (lambda i: f"#{i}")
+    tokens = token_names(tokenizer, run)
+    name = functools.partial(token_name, tokenizer)
     bad = tr.nonfinite
     if bad is not None:  # said first: a reader piping the output still sees it
         print(f"error: {bad}; they are written as null (--json) or nan", file=sys.stderr)
     code = EXIT_NONFINITE if bad is not None else 0
     try:
         if args.json:
-            _print_json(tr, tokens, _top_k(tr, args.top_k, name), ex, name, gen)
+            _print_json(tr, tokens, _top_k(tr, args.top_k, name), ex, name, gen, circuits)
         else:
-            _print_text(tr, tokens, _top_k(tr, args.top_k, name), ex, name, gen)
+            _print_text(tr, tokens, _top_k(tr, args.top_k, name), ex, name, gen, circuits)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
         # Point stdout at /dev/null so that the interpreter's own flush at exit cannot fail again.
@@ -150,7 +166,7 @@ def _finite_or_none(a: np.ndarray) -> list:
     return a.tolist() if np.isfinite(a).all() else np.where(np.isfinite(a), a, None).tolist()
 
 
-def _print_json(tr: Trace, tokens, top, ex, name, gen=None) -> None:
+def _print_json(tr: Trace, tokens, top, ex, name, gen=None, circuits=(None, None)) -> None:
     out = {
         "tokens": tokens,
         "token_ids": [int(i) for i in tr.token_ids],
@@ -164,11 +180,19 @@ def _print_json(tr: Trace, tokens, top, ex, name, gen=None) -> None:
         out["explain"] = explanation_json(*ex, name)
     if gen is not None:
         out["generated"] = gen
+    patching, heads = circuits
+    if patching is not None or heads is not None:
+        from model.explain.circuit_report import head_scores_json, patching_json
+
+        if patching is not None:
+            out["patching"] = patching_json(patching, name)
+        if heads is not None:
+            out["head_scores"] = head_scores_json(heads, name)
     json.dump(out, sys.stdout, allow_nan=False)  # standard JSON: no NaN or Infinity literals
     print()
 
 
-def _print_text(tr: Trace, tokens, top, ex, name, gen=None) -> None:
+def _print_text(tr: Trace, tokens, top, ex, name, gen=None, circuits=(None, None)) -> None:
     print(f"tokens ({tr.n_tokens}" + (f", {tr.dropped} dropped" if tr.dropped else "") + "):")
     print("  " + " ".join(f"[{i}]{_printable(t)}" for i, t in enumerate(tokens)))
     for li, layer in enumerate(tr.blocks):
@@ -176,6 +200,12 @@ def _print_text(tr: Trace, tokens, top, ex, name, gen=None) -> None:
             row = layer.attn_weights[h, -1] if tr.n_tokens else []
             cells = " ".join(f"{_printable(t)}:{w:.3f}" for t, w in zip(tokens, row))
             print(f"layer {li} head {h}, last position attends to: {cells}")
+    if not tr.blocks and tr.n_tokens and getattr(tr, "slot_in", None) is not None:  # the model before attention
+        n = tr.slot_in.shape[1]
+        sizes = np.linalg.norm(tr.slot_in[-1].astype(np.float64), axis=-1)  # (n,): what each slot adds
+        cells = " ".join(f"{_printable(tokens[tr.n_tokens - n + s])}:{sizes[s]:.3f}"
+                         for s in range(max(0, n - tr.n_tokens), n))
+        print(f"no attention; the last position's window, |e W_in[slot]| per token: {cells}")
     print(f"top {len(top)} next tokens:")
     for tok, prob in top:
         print(f"  {tok!r:>16}  " + (f"{prob:.4f}" if prob is not None else "nan"))
@@ -188,13 +218,22 @@ def _print_text(tr: Trace, tokens, top, ex, name, gen=None) -> None:
         print("  " + " ".join(f"[{t}]{_printable(tok)}" for t, tok in zip(gen["ids"], gen["tokens"])))
         if gen["text"] is not None:
             print(f"  text: {_printable(gen['text'])}")
+    patching, heads = circuits
+    if patching is not None or heads is not None:
+        from model.explain.circuit_report import format_head_scores, format_patching
+
+        if patching is not None:
+            print(format_patching(patching, lambda t: _printable(name(t))))
+        if heads is not None:
+            print(format_head_scores(heads))
 
 
 def _explain(args, ckpt, tr):
     """(Explanation, what-ifs) that ``--explain`` asks for, or None; ValueError on a bad option."""
     if not args.explain:
-        if args.position is not None or args.target is not None or args.head or args.max_sources is not None:
-            raise ValueError("--position, --target, --head and --max-sources go with --explain")
+        if args.position is not None or (args.target is not None and args.patch is None) or args.head \
+                or args.max_sources is not None:
+            raise ValueError("--position, --target, --head and --max-sources go with --explain (--target also with --patch)")
         return None
     from model.explain import explain, standard_what_ifs
     from model.explain.report import resolve_target
@@ -205,6 +244,28 @@ def _explain(args, ckpt, tr):
     ex = explain(ckpt.model, tr, args.position, target, head=args.head, top_k=args.top_k,
                  max_leave_one_out=args.max_sources)
     return ex, standard_what_ifs(ckpt.model, tr, ex.position, ex.target_id, top_k=args.top_k)
+
+
+def _circuits(args, ckpt, ids: list[int]) -> tuple:
+    """(PatchingResult or None, HeadScores or None) that ``--patch`` and ``--head-scores`` ask for."""
+    if args.foil is not None and args.patch is None:
+        raise ValueError("--foil goes with --patch")
+    patching = heads = None
+    if args.patch is not None:
+        from model.explain.patching import activation_patching
+        from model.explain.report import resolve_target
+
+        tok, V = ckpt.tokenizer, ckpt.model.config.vocab_size
+        corrupted = _parse_ids(args.patch) if args.ids is not None else tok.encode(args.patch).ids
+        target, foil = (None if t is None else resolve_target(t, tok, V, option)
+                        for t, option in ((args.target, "--target"), (args.foil, "--foil")))
+        patching = activation_patching(ckpt.model, ids, corrupted, target, foil, positional_encoding=not args.no_pe,
+                                       causal=not args.bidirectional)
+    if args.head_scores:
+        from model.explain.heads import head_scores
+
+        heads = head_scores(ckpt.model, ckpt.tokenizer)
+    return patching, heads
 
 
 def _sampling(args):
@@ -224,8 +285,9 @@ def _sampling(args):
     return Sampling(args.temperature, top_k or None, args.top_p, 0 if args.seed is None else args.seed)
 
 
-def _generate(args, ckpt, ids, sampling) -> dict | None:
-    """``generated``: the ids, their names, the decoded text and the probabilities, or None."""
+def _generate(args, ckpt, ids, sampling, text: str | None) -> dict | None:
+    """``generated``: the ids, their names, the text they add after the input (``text``, or the
+    rendering of the input ids: :meth:`model.Tokenizer.render`) and the probabilities, or None."""
     if sampling is None:
         return None
     from model.generate import generate
@@ -239,8 +301,8 @@ def _generate(args, ckpt, ids, sampling) -> dict | None:
         + (f", top-p {sampling.top_p:g}" if sampling.top_p is not None else "") + f", seed {sampling.seed}")
     return {
         "ids": new,
-        "tokens": tok.display_sequence(new) if tok is not None else [f"#{i}" for i in new],
-        "text": tok.decode(new) if tok is not None else None,
+        "tokens": token_names(tok, new),
+        "text": tok.render(new, tok.decode(ids) if text is None else text)[0] if tok is not None else None,
         "prob": [s.prob for s in steps],  # under the sampling distribution (1 for greedy)
         "model_prob": [s.model_prob for s in steps],  # under the model's own softmax
         "how": how,

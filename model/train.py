@@ -5,7 +5,8 @@ The word-level tokenizer is built from the training text (or reused from ``--res
 (see :mod:`model.training.data`) with AdamW, linear warmup and cosine decay. Validation loss is the mean
 cross-entropy (nats per token) over all non-overlapping context-window blocks of the ``--val``
 text. Bad input ends with a one-line error on stderr and exit status 2; Ctrl+C saves the model
-reached so far and exits with status 130. Every file is written atomically.
+reached so far and exits with status 130 (before training, also while torch is still being
+imported: nothing is written, status 130). Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -16,20 +17,30 @@ import sys
 import time
 from pathlib import Path
 
-import torch
+from model.training.interrupts import EXIT_INTERRUPTED as _EXIT_INTERRUPTED, STARTING_INTERRUPTED, held_interrupts
 
-from model.training import data
-from model.training import distributed
-from model.checkpoint import CheckpointError, load_checkpoint
-from model.core.config import GPTConfig
-from model.training.distributed import ONE_PROCESS, Ranks
-from model.tokens.tokenizer import Tokenizer, train_word_tokenizer
-from model.training.args import SHAPE_OPTIONS, build_parser, check_args, log_spaced_steps
-from model.training.errors import TrainError
-from model.training.loop import (
-    EXIT_DIVERGED, EXIT_INTERRUPTED, Run, lr_at, make_optimizer, train, validation_loss,
-)
-from model.core.transformer import GPT
+try:
+    with held_interrupts():  # a Ctrl+C while torch imports would abort the process (see the module)
+        import torch
+
+        from model.training import data
+        from model.training import distributed
+        from model.checkpoint import CheckpointError, load_checkpoint
+        from model.core.architectures import architecture_of, model_class
+        from model.training.distributed import ONE_PROCESS, Ranks
+        from model.tokens.tokenizer import Tokenizer, train_word_tokenizer
+        from model.training.args import SHAPE_OPTIONS, build_parser, check_args, log_spaced_steps, shape_config
+        from model.training.errors import TrainError
+        from model.training.snapshot_names import planned_snapshots
+        from model.training.loop import (
+            EXIT_DIVERGED, EXIT_INTERRUPTED, Run, lr_at, make_optimizer, train, validation_loss,
+        )
+        from model.core.transformer import GPT
+except KeyboardInterrupt:
+    if __name__ != "__main__":
+        raise
+    print(STARTING_INTERRUPTED, file=sys.stderr)
+    sys.exit(_EXIT_INTERRUPTED)
 
 EXIT_BAD_INPUT = 2
 
@@ -50,25 +61,15 @@ def _load_tokenizer(path: str) -> Tokenizer:
     return tokenizer
 
 
-def _shape_config(args: argparse.Namespace, vocab_size: int) -> GPTConfig:
-    shape = {k: getattr(args, k) for k in SHAPE_OPTIONS if getattr(args, k) is not None}
-    if args.no_positional_encoding:
-        shape["positional"] = "none"
-    if args.untied_unembed:
-        shape["tied_unembed"] = False
-    try:
-        return GPTConfig(vocab_size=vocab_size, **shape)
-    except ValueError as exc:
-        raise TrainError(str(exc)) from None
-
-
 def _resumed_model(args: argparse.Namespace) -> tuple[GPT, Tokenizer, dict]:
     ck = load_checkpoint(args.resume)
     if ck.tokenizer is None:
         raise TrainError(f"--resume {args.resume}: the checkpoint has no tokenizer")
-    wanted = _shape_config(args, ck.config.vocab_size).to_dict()
+    if architecture_of(ck.config) != args.arch:
+        raise TrainError(f"--resume {args.resume} holds a {architecture_of(ck.config)} model, but --arch is {args.arch}")
+    wanted = shape_config(args, ck.config.vocab_size).to_dict()
     given = {k for k in SHAPE_OPTIONS if getattr(args, k) is not None}
-    if args.no_positional_encoding:
+    if args.no_positional_encoding or args.rope:
         given.add("positional")
     if args.untied_unembed:
         given.add("tied_unembed")
@@ -106,7 +107,8 @@ def prepare(args: argparse.Namespace, command: str, ranks: Ranks = ONE_PROCESS) 
         tokenizer = Tokenizer.from_json(distributed.broadcast_text(built, ranks))
     if not args.resume:
         torch.manual_seed(args.seed)
-        model = GPT(_shape_config(args, tokenizer.vocab_size)).train()
+        config = shape_config(args, tokenizer.vocab_size)
+        model = model_class(config)(config).train()
     n_ctx = model.config.context_length
     train_stream = data.encode_stories(tokenizer, stories)
     val_stream = data.encode_stories(tokenizer, val_stories)
@@ -117,21 +119,37 @@ def prepare(args: argparse.Namespace, command: str, ranks: Ranks = ONE_PROCESS) 
         snapshot_steps.update(range(args.snapshot_every, args.steps + 1, args.snapshot_every))
     if args.snapshots:
         snapshot_steps.update(log_spaced_steps(args.steps, args.snapshots))
-    eot = tokenizer.token_to_id(data.EOT)
-    words = val_stream[val_stream != eot]
+    if args.snapshot_steps:
+        snapshot_steps.update(args.snapshot_steps)
     facts = {
         "corpus": [{"path": p, "sha256": data.file_sha256(p)} for p in args.corpus],
         "val": {"path": args.val, "sha256": data.file_sha256(args.val)},
         "train_tokens": int(train_stream.numel()),
         "val_tokens": int(val_stream.numel()),
-        "val_unk_share": float((words == tokenizer.unk_id).float().mean()) if words.numel() else 0.0,
+        "val_unk_share": data.unknown_share(tokenizer, val_stream),
         "previous_steps": int(previous.get("steps", 0)),
         "previous_curve": list(previous.get("val_curve", [])),
     }
+    if args.repeat_share:
+        lo, hi = data.repeat_lengths(n_ctx)
+        facts["repeated_segments"] = {
+            "share": args.repeat_share, "min_length": lo, "max_length": hi,
+            "tokens": "random" if args.repeat_random else "text",
+            "how": "in each batch this share of the blocks hold a segment of s tokens (s uniform in [min_length, "
+                   "max_length]) more than once: " + ("s random tokens, uniform over the vocabulary less its special "
+                   "tokens, repeated to the block's end" if args.repeat_random else "the block's first s tokens "
+                   "twice, then its own text goes on"),
+        }
     if args.resume:
         facts["resumed_from"] = args.resume
         facts["resumed_training"] = {k: v for k, v in previous.items() if k != "val_curve"}
-    return Run(args, command, model, tokenizer, train_stream, val_stream, snapshot_steps, facts)
+    files = planned_snapshots(args.snapshot_dir if snapshot_steps else None, snapshot_steps,
+                              facts["previous_steps"], args.steps, bool(args.resume))
+    run = Run(args, command, model, tokenizer, train_stream, val_stream, snapshot_steps, facts, files)
+    if args.repeat_random:
+        special = set(tokenizer.hf.get_added_tokens_decoder())
+        run.random_ids = torch.tensor([i for i in range(tokenizer.vocab_size) if i not in special])
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         except KeyboardInterrupt:  # before training started (the loop handles its own)
             if main_rank:
-                print("interrupted before training started; nothing written", file=sys.stderr)
+                print(STARTING_INTERRUPTED, file=sys.stderr)
             return EXIT_INTERRUPTED
         return train(run, t0, ranks)
     finally:

@@ -66,6 +66,31 @@ from model.tokens.tokenizer import train_word_tokenizer  # noqa: E402
 # One thread: the tiny models are dispatch-bound, and the machine's two cores are shared.
 torch.set_num_threads(1)
 
+#: How long a test waits for an event before it gives up (seconds). Tests wait on events, never on
+#: the clock: this only ends a test whose event never comes, and it is long enough for a machine
+#: whose cores are busy with something else (a second full run beside this one).
+SAFETY_NET_S = 600
+
+
+def _patient(wait):
+    """A pytest-qt wait whose timeout is at least :data:`SAFETY_NET_S` (an explicit shorter one
+    asked for "a few seconds" on an idle machine; the event, not the clock, ends the wait)."""
+    def patient(self, *args, timeout: int = 5000, **kwargs):
+        return wait(self, *args, timeout=max(int(timeout), SAFETY_NET_S * 1000), **kwargs)
+    patient.__doc__ = wait.__doc__
+    return patient
+
+
+def _make_qtbot_patient() -> None:
+    from pytestqt.qtbot import QtBot
+
+    for name in ("waitUntil", "waitSignal", "waitSignals", "waitCallback", "waitExposed", "waitActive"):
+        if hasattr(QtBot, name):
+            setattr(QtBot, name, _patient(getattr(QtBot, name)))
+
+
+_make_qtbot_patient()
+
 TINY_SENTENCES = (
     "the cat sat on the mat .",
     "the dog sat on the log .",

@@ -23,6 +23,7 @@ def _catch_up(window) -> None:
             panel.catch_up()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hf-gpt2", "hf-gpt-neo", "hf-llama", "llama2c-v0"])
 def test_every_panel_tells_the_family_s_truth(qtbot, tmp_path, tiny_checkpoint, dialogs, name):
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
@@ -51,7 +52,8 @@ def test_every_panel_tells_the_family_s_truth(qtbot, tmp_path, tiny_checkpoint, 
         assert steps.rotation is not None and steps.rotation.max_abs_diff < 1e-5
         assert tokens.pe_box.text() == "RoPE rotation" and tokens.pe_box.isEnabled()
         assert pos.pe_box.text() == "RoPE rotation of q and k" and "RoPE" in pos.table.horizontalHeaderItem(2).text()
-        assert shift.unchanged and shift.max_abs_delta < 1e-5 and "offset i − j" in pos.shift_view.label.text()
+        assert shift.layer == cfg.n_layers - 1 and shift.unchanged and "offset i − j" in pos.shift_view.label.text()
+        assert shift.max_abs_delta < 1e-5 * max(1.0, shift.max_abs_score)  # float32 noise, after every layer
         assert "RoPE" in info and "θ = 10,000" in info
         np.testing.assert_array_equal(window.panels["attention"].grid.plot.getAxis("top")._tickLevels[0][1][1],
                                       "H1 kv0")

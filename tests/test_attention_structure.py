@@ -26,6 +26,21 @@ ARCHS = {
     "no-scale": dict(n_heads=2, scale_scores=False),
     "rope-gqa-window": dict(n_heads=4, n_kv_heads=2, positional="rope", attn_windows=(0, 4), norm="rmsnorm",
                             norm_bias=False, mlp="swiglu", o_bias=False, mlp_bias=False),
+    # the 2025-26 families' features
+    "neox": dict(n_heads=4, positional="rope", rotary_dims=2, block_layout="parallel", tied_unembed=False),
+    "phi": dict(n_heads=2, positional="rope", rotary_dims=8, block_layout="parallel_one_norm", tied_unembed=False,
+                unembed_bias=True),
+    "qwen3": dict(n_heads=4, n_kv_heads=2, d_head=12, positional="rope", qk_norm="head", norm="rmsnorm",
+                  norm_bias=False, mlp="swiglu", qkv_bias=True, o_bias=False),
+    "gemma2": dict(n_heads=4, n_kv_heads=2, positional="rope", norm="rmsnorm", norm_bias=False, norm_unit_offset=True,
+                   norm_placement="sandwich", mlp="geglu", gelu="tanh", embed_scale=32 ** 0.5, score_scale=0.3,
+                   attn_softcap=1.5, final_softcap=4.0, attn_windows=(4, 0), o_bias=False, mlp_bias=False),
+    "gemma3": dict(n_heads=2, positional="rope", norm="rmsnorm", norm_bias=False, norm_unit_offset=True,
+                   norm_placement="sandwich", mlp="geglu", qk_norm="head", rope_thetas=(50.0, 10000.0),
+                   attn_windows=(4, 0), embed_scale=4.0),
+    "olmo2": dict(n_heads=4, n_kv_heads=2, positional="rope", norm="rmsnorm", norm_bias=False,
+                  norm_placement="post", qk_norm="full", mlp="swiglu"),
+    "smollm3": dict(n_heads=2, positional="rope", norm="rmsnorm", norm_bias=False, mlp="swiglu", nope_layers=(1,)),
 }
 
 
@@ -115,7 +130,8 @@ def test_a_window_keeps_far_tokens_out_of_the_prediction():
 
 # --- every panel on these models -------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["mqa", "no-scale", "rope-gqa-window"])  # every option at least once
+@pytest.mark.parametrize("name", ["mqa", "no-scale", "rope-gqa-window", "neox", "phi", "qwen3", "gemma2", "gemma3",
+                                  "olmo2", "smollm3"])  # every option at least once
 def test_every_panel_draws_these_architectures(qtbot, tmp_path, tiny_tokenizer, dialogs, name):
     from explorer_helpers import make_window
 
@@ -138,3 +154,43 @@ def test_every_panel_draws_these_architectures(qtbot, tmp_path, tiny_tokenizer, 
     kv = s.kv_head(1, s.head)
     np.testing.assert_array_equal(qkv, s.head_weights(1)["W_K"][kv])
     assert not dialogs.errors and s.error == ""
+
+
+# --- the formula's extra steps for the 2025-26 families ---------------------------------------------
+
+EXTRA_LINES = {  # arch: (layer, what the written formula must say there)
+    "neox": (0, ["partial rotary: only dimensions 0–1 of 8 turn (r = 2, 25 %)", "parallel block: the residual gets"]),
+    "phi": (1, ["partial rotary: only dimensions 0–7 of 16 turn", "parallel block from one norm"]),
+    "qwen3": (1, ["QK-norm (before RoPE): q_i ← RMSNorm(q_i)", "over each head's 12 values", "before QK-norm: q_i"]),
+    "gemma2": (0, ["x_i = e_i × 5.657 (√d_model, before block 0)", "soft cap before the mask: s_ij ← 1.5·tanh(s_ij / 1.5)",
+                   "norms before and after each part", "⊙ (1 + w)", "q_i·k_j × 0.3"]),
+    "gemma3": (0, ["QK-norm (before RoPE)", "θ = 50", "⊙ (1 + w)"]),
+    "olmo2": (1, ["h_i = x_i, block 0's output: no norm before attention", "over the whole projection",
+                  "norms after each part, none before"]),
+    "smollm3": (1, ["no RoPE in this layer (a NoPE layer)"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_LINES))
+def test_the_formula_recomputes_each_extra_step_of_the_new_families(name):
+    from explorer.core.lessons.formula_text import formula_lines
+
+    model = arch_model(name)
+    tr = model.trace(IDS)
+    for layer in range(model.config.n_layers):
+        facts = formula.layer_facts(model, layer)
+        for head in range(model.config.n_heads):
+            for i in range(len(IDS)):
+                st = formula.attention_steps(tr, layer, head, i, facts)
+                parts = [st.input_norm, st.qk_norm, st.rotation, st.embedding, st.block]
+                assert all(p.max_abs_diff < 1e-5 for p in parts if p is not None), (layer, head, i)
+                assert st.max_abs_diff < 1e-6
+                np.testing.assert_allclose(st.scores, tr.blocks[layer].attn_scores[head, i, st.keys], atol=1e-5)
+    layer, wanted = EXTRA_LINES[name]
+    text = "\n".join(formula_lines(formula.attention_steps(tr, layer, 0, len(IDS) - 1, formula.layer_facts(model, layer)),
+                                   formula.layer_facts(model, layer)))
+    for phrase in wanted:
+        assert phrase in text, (phrase, text)
+    if name == "gemma2":
+        st = formula.attention_steps(tr, 0, 0, 6, formula.layer_facts(model, 0))
+        np.testing.assert_allclose(st.scores, 1.5 * np.tanh(st.raw_scores / 1.5))

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 import torch
 
+from damaged_gguf import gguf_copy
 from damaged_files import (
-    CORPUS, LLAMA2C, META, NANO, RASCHKA, RASCHKA_SIDECAR, dict_key_bomb, gguf_copy, hf_folder, nanogpt_file,
+    CORPUS, LLAMA2C, META, NANO, RASCHKA, RASCHKA_SIDECAR, dict_key_bomb, hf_folder, nanogpt_file,
     native_file, raschka_file, shared_list_meta,
 )
 from model.checkpoint import CheckpointError, ReaderFailure, load_any, load_checkpoint, save_as

@@ -84,6 +84,7 @@ def test_a_tokenizer_json_that_fails_on_unknown_words_is_explained_and_asked_aga
     assert len(recorder.errors) == 1 and window.session.checkpoint.source_format == "nanogpt"
 
 
+@pytest.mark.slow
 def test_save_as_of_a_model_whose_tensors_share_memory_and_any_write_error(window, recorder, tmp_path, monkeypatch):
     def tie(state):
         state["out_head.weight"] = state["tok_emb.weight"]  # one storage: the book's weight tying

@@ -38,6 +38,7 @@ def big_window(qapp, tmp_path_factory, tiny_tokenizer):
     window.deleteLater()
 
 
+@pytest.mark.slow
 def test_every_panel_draws_a_1024_token_text(big_window):
     s = big_window.session
     s.set_text(text_of(1030))  # longer than the context: the last 1,024 tokens are run
@@ -93,6 +94,7 @@ def test_an_append_redraws_the_new_rows_and_shows_what_a_full_trace_shows(big_wi
     att.all_heads.setChecked(False)
 
 
+@pytest.mark.slow
 def test_the_why_panel_hides_a_few_sources_at_1024_tokens_and_shows_those_that_matter(big_window):
     s = big_window.session
     s.set_text(text_of(1030))
@@ -250,6 +252,7 @@ def test_a_zoomed_view_keeps_its_place_and_follows_the_newest_rows(big_heatmap):
     assert hm.zoom.view() == pytest.approx((0, N - 1, 0, N - 1), abs=1e-6)  # whole: follows the matrix
 
 
+@pytest.mark.slow
 def test_rows_a_longer_text_adds_and_a_zoomed_view_are_coloured(qtbot, tmp_path, tiny_tokenizer, dialogs):
     """pyqtgraph's ImageItem kept the first view rectangle it computed: a map that grew showed its
     new rows and columns blank (grey) for good, and a zoom went on drawing the old cells."""

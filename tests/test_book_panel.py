@@ -14,6 +14,7 @@ from explorer.core.lessons import variants
 from explorer.core.lessons.book import chapter3
 from explorer.qt.panels.lessons.variants.panel import VariantsPanel
 from explorer.qt.session import Session
+from conftest import SAFETY_NET_S
 
 
 @pytest.fixture
@@ -86,17 +87,19 @@ def test_each_variant_names_its_section_and_dropout_is_a_switch(panel):
     assert _card(panel, "masked").table.item(0, 1).text() == "-inf"
 
 
+@pytest.mark.slow
 def test_screenshot_of_the_book_mode(tmp_path):
     out = tmp_path / "book.png"
     cmd = [sys.executable, "-m", "explorer", "--screenshot", str(out), "--panel", "variants", "--book",
            "--size", "900x600"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert run.returncode == 0, run.stderr
     image = QImage(str(out))
     assert (image.width(), image.height()) == (900, 600)
     assert len({image.pixel(x, y) for x in range(0, 900, 9) for y in range(0, 600, 9)}) > 20
 
 
+@pytest.mark.slow
 def test_book_option_brings_the_variants_dock_forward_in_book_mode(qtbot, tmp_path, tiny_checkpoint, dialogs):
     from explorer.app import _show_book, parse_args
     from explorer_helpers import make_window

@@ -43,6 +43,7 @@ def all_heatmaps(window):
             yield name, hm
 
 
+@pytest.mark.slow
 def test_every_heatmap_has_axis_titles_and_its_colour_bar_says_what_it_shows(qtbot, window):
     window.session.set_text("the cat sat on the mat")
     seen = 0
@@ -66,6 +67,7 @@ def test_every_heatmap_has_axis_titles_and_its_colour_bar_says_what_it_shows(qtb
     assert (qkv.heatmaps["k"].titles["row"], qkv.heatmaps["k"].titles["col"]) == ("d_model in", "→ d_head out")
 
 
+@pytest.mark.slow
 def test_every_key_is_labelled_at_t32_in_the_default_window(qtbot, window):
     s = window.session
     s.set_text(T32)
@@ -111,6 +113,7 @@ def test_thinned_ticks_keep_what_is_asked():
     assert shown(32, 1, keep=(13,)) == list(range(32))
 
 
+@pytest.mark.slow
 def test_pinning_survives_typing_and_model_reload_when_the_position_still_exists(qtbot, window, tiny_tokenizer,
                                                                                   tmp_path):
     from model import save_checkpoint
@@ -136,6 +139,7 @@ def test_pinning_survives_typing_and_model_reload_when_the_position_still_exists
     assert s.position is None and not att.weights._selection.isVisible()
 
 
+@pytest.mark.slow
 def test_a_second_click_or_esc_releases_and_hover_shows_without_pinning(qtbot, window):
     s = window.session
     s.set_text("the cat sat on the mat")
@@ -159,6 +163,7 @@ def test_a_second_click_or_esc_releases_and_hover_shows_without_pinning(qtbot, w
     assert s.selected_position() == 5 and nt.click_note.text().startswith("click a bar: append · ")
 
 
+@pytest.mark.slow
 def test_the_attention_map_states_the_mean_weight_on_the_first_token(qtbot, window):
     s = window.session
     s.set_text("the cat sat on the mat")
@@ -203,6 +208,7 @@ def test_a_sink_is_explained_with_how_much_reaches_the_output(tiny_tokenizer):
     assert "no more than an even spread" in sink_paragraph(f, "the")
 
 
+@pytest.mark.slow
 def test_next_token_k_up_to_the_vocabulary_scrolls_instead_of_squeezing(qtbot, window):
     s = window.session
     s.set_text("the cat sat")
@@ -239,6 +245,7 @@ def test_the_model_panel_shows_each_number_once():
     assert rows["val loss"].startswith("3.106 ") and rows["val loss curve"].endswith("2,000: 3.106  (nats/token)")
 
 
+@pytest.mark.slow
 def test_the_positional_lesson_fits_the_default_window(qtbot, window):
     window.session.set_text(T32)
     window.docks["positional"].raise_()
@@ -266,6 +273,7 @@ def _ink_contrast(widget) -> float:
     return max(theme.contrast_ratio(ground, QColor(int(v))) for v in values)
 
 
+@pytest.mark.slow
 def test_a_dark_palette_keeps_every_chip_and_label_readable(qtbot, tmp_path, tiny_tokenizer, dialogs):
     app = QApplication.instance()
     old = app.palette()
@@ -319,3 +327,20 @@ def test_plots_follow_a_palette_switched_while_the_app_runs(qtbot):
         assert ground == theme.dark_palette().color(theme.Role.Base)
         ink = QColor(view.plots[0].getAxis("left").labelStyle["color"])
         assert theme.contrast_ratio(ink, ground) >= 4.5
+
+
+def test_the_sink_paragraph_writes_the_score_as_the_model_computes_it():
+    """GPT-Neo does not scale its scores: the paragraph said "Its score q_i·k_0/√d_head" of the raw q·k."""
+    from pathlib import Path
+
+    from explorer.core.attention_sink import SinkFacts
+    from model.checkpoint import load_any
+
+    arch = Path(__file__).parent / "fixtures" / "arch"
+    for name, score in (("hf-gpt-neo", "q_i·k_0"), ("hf-gpt2", "q_i·k_0/√d_head")):
+        ckpt = load_any(arch / name)
+        tr = ckpt.model.trace(ckpt.tokenizer.encode("Once upon a time there was a cat").ids)
+        f = sink_facts(tr, 0, 0)
+        assert f.score == score
+        sink = SinkFacts(**{**f.__dict__, "mean_weight": 0.9, "over_half": 3, "score_gap": 1.5})  # a sink
+        assert sink.is_sink and f"Its score {score} is on average +1.50 above" in sink_paragraph(sink, "Once")

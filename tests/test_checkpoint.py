@@ -62,6 +62,7 @@ def test_tied_weights_are_stored_once(saved):
         assert "unembed.weight" not in f.keys() and "tok_emb.weight" in f.keys()
 
 
+@pytest.mark.slow
 def test_float16_snapshot_loads_as_float32(tmp_path, saved, tok):
     _, model = saved
     path = tmp_path / "half.safetensors"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from conftest import make_tiny_checkpoint
+from conftest import SAFETY_NET_S, make_tiny_checkpoint
 from model import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).with_name("transformer-explorer")  # the gui-scripts entry point
 
 
-def run_app(*args, script=False, timeout=120):
+def run_app(*args, script=False, timeout=SAFETY_NET_S):
     """Run ``python -m explorer`` (or the installed ``transformer-explorer`` script) off-screen."""
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     command = [str(SCRIPT)] if script else [sys.executable, "-m", "explorer"]
@@ -36,6 +36,7 @@ def tiny_file(tmp_path_factory, tiny_tokenizer):
     return path
 
 
+@pytest.mark.slow
 def test_screenshot_of_the_window(tmp_path, tiny_file):
     out = tmp_path / "window.png"
     r = run_app(str(tiny_file), "--text", "the cat sat on the mat", "--screenshot", str(out), "--size", "900x600",
@@ -46,6 +47,7 @@ def test_screenshot_of_the_window(tmp_path, tiny_file):
     assert distinct_colours(image) > 50  # heatmaps, text and bars: not a blank image
 
 
+@pytest.mark.slow
 def test_screenshot_of_one_panel(tmp_path):
     out = tmp_path / "attention.png"
     r = run_app("--text", "once upon a time", "--screenshot", str(out), "--panel", "attention", "--size", "500x400")
@@ -54,6 +56,7 @@ def test_screenshot_of_one_panel(tmp_path):
     assert (image.width(), image.height()) == (500, 400) and distinct_colours(image, 5) > 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--screenshot", "x.png", "--panel", "nope"], "unknown panel 'nope'"),
     (["--screenshot", "x.png", "--size", "big"], "--size takes WIDTHxHEIGHT"),
@@ -66,6 +69,7 @@ def test_bad_usage_is_one_line_and_exit_2(args, message):
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("transformer-explorer: error:")
 
 
+@pytest.mark.slow
 def test_a_dark_screenshot_of_a_generated_forked_story(tmp_path, tiny_file):
     out = tmp_path / "story.png"
     r = run_app(str(tiny_file), "--text", "the cat", "--screenshot", str(out), "--size", "900x600", "--dark",
@@ -77,6 +81,7 @@ def test_a_dark_screenshot_of_a_generated_forked_story(tmp_path, tiny_file):
     assert distinct_colours(image) > 50
 
 
+@pytest.mark.slow
 def test_screenshot_of_a_bad_checkpoint_fails_with_the_message(tmp_path):
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x00" * 10)
@@ -84,6 +89,7 @@ def test_screenshot_of_a_bad_checkpoint_fails_with_the_message(tmp_path):
     assert r.returncode == 1 and "bad.safetensors" in r.stderr and not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.slow
 def test_screenshot_to_an_unwritable_place_is_one_line_and_exit_1(tmp_path):
     """It was a Python traceback (OSError raised out of main)."""
     out = tmp_path / "no" / "such" / "folder" / "x.png"
@@ -93,13 +99,15 @@ def test_screenshot_to_an_unwritable_place_is_one_line_and_exit_1(tmp_path):
     assert lines == [f"transformer-explorer: error: could not write {out}"]
 
 
+@pytest.mark.slow
 def test_no_display_is_a_clear_error_not_an_abort():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     r = subprocess.run([sys.executable, "-m", "explorer"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=120)
+                       timeout=SAFETY_NET_S)
     assert r.returncode == 2 and "no display" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_screenshot_of_a_slow_model_shows_the_trace_of_the_text(monkeypatch, tmp_path, tiny_file, qapp):
     """In a screenshot every model is traced before the picture, even one slow enough that the
     app would trace it on the worker thread (every model counts as slow here)."""

@@ -61,6 +61,7 @@ def _assert_reference(session, stem: str, ckpt_stem: str) -> None:
 # ---------------------------------------------------------------- nanoGPT
 
 
+@pytest.mark.slow
 def test_nanogpt_with_meta_beside_opens_without_questions_and_matches_reference(window, tmp_path, questions):
     ckpt, _ = _copy(tmp_path, (NANO, "ckpt.pt"), (META, "meta.pkl"))
     assert window.files.open_checkpoint(ckpt)
@@ -74,6 +75,7 @@ def test_nanogpt_with_meta_beside_opens_without_questions_and_matches_reference(
     assert "nanogpt" in window.panels["model"].browser.toPlainText()
 
 
+@pytest.mark.slow
 def test_nanogpt_without_meta_asks_for_the_vocabulary_once(window, tmp_path, questions):
     (ckpt,) = _copy(tmp_path, (NANO, "ckpt.pt"))
     questions.choices.append(0)  # "Choose a vocabulary file…"
@@ -119,6 +121,7 @@ def test_cancelling_any_question_keeps_the_old_model(window, tmp_path, questions
     assert recall(window.settings, nano).vocab_path is None
 
 
+@pytest.mark.slow
 def test_nanogpt_without_a_vocabulary_takes_typed_ids(window, tmp_path, questions):
     (ckpt,) = _copy(tmp_path, (NANO, "ckpt.pt"))
     questions.choices.append(2)  # "Open without a vocabulary"
@@ -148,6 +151,7 @@ def test_nanogpt_without_a_vocabulary_takes_typed_ids(window, tmp_path, question
 # ---------------------------------------------------------------- LLMs from scratch
 
 
+@pytest.mark.slow
 def test_raschka_with_its_sidecar_opens_and_matches_reference(window, tmp_path, questions):
     ckpt, _, _ = _copy(tmp_path, (RASCHKA, "model.pth"), (FIX / "ckpt_raschka_config.json", "model.json"),
                        (WORDS, "vocab.json"))
@@ -158,6 +162,7 @@ def test_raschka_with_its_sidecar_opens_and_matches_reference(window, tmp_path, 
     assert window.panels["attention"].head_box.maximum() == 1
 
 
+@pytest.mark.slow
 def test_raschka_without_sidecar_asks_n_heads_once_and_remembers(qtbot, window, tmp_path, questions):
     ckpt, _ = _copy(tmp_path, (RASCHKA, "model.pth"), (WORDS, "vocab.json"))
     questions.ints += [3, 2]  # 3 does not divide d_model 64: explained, then asked again

@@ -107,6 +107,7 @@ def test_save_as_writes_our_safetensors_that_reopen_identically(window, tmp_path
     assert load_checkpoint(saved).config.rope_pairs == "interleaved"
 
 
+@pytest.mark.slow
 def test_command_line_opens_a_folder(tmp_path):
     out = tmp_path / "tokens.png"
     r = run_app(str(FIX), "--text", "once upon a time", "--screenshot", str(out), "--panel", "tokens",

@@ -78,6 +78,7 @@ def window(qtbot, tmp_path, tiny_checkpoint, dialogs):
     return w
 
 
+@pytest.mark.slow
 def test_csv_export_says_its_size_and_writes_on_a_worker(window, tmp_path, dialogs, monkeypatch):
     titles = []
     monkeypatch.setattr(exporting.dialogs, "save_file", lambda _p, title, *a: titles.append(title) or str(tmp_path / "a"))
@@ -90,6 +91,7 @@ def test_csv_export_says_its_size_and_writes_on_a_worker(window, tmp_path, dialo
     assert "Wrote the attention weights" in window.statusBar().currentMessage()
 
 
+@pytest.mark.slow
 def test_a_large_export_asks_first(window, tmp_path, dialogs, monkeypatch):
     monkeypatch.setattr(exporting, "CONFIRM_BYTES", 100)
     dialogs.confirm_answer = False
@@ -99,6 +101,7 @@ def test_a_large_export_asks_first(window, tmp_path, dialogs, monkeypatch):
     assert dialogs.files  # the file name was never asked
 
 
+@pytest.mark.slow
 def test_cancel_in_the_progress_dialog_leaves_no_file(window, tmp_path, dialogs, monkeypatch):
     real = exporting.write_attention_csv
 
@@ -124,6 +127,7 @@ def test_cancel_in_the_progress_dialog_leaves_no_file(window, tmp_path, dialogs,
     assert "cancelled" in window.statusBar().currentMessage()
 
 
+@pytest.mark.slow
 def test_an_export_error_names_the_chosen_file(window, tmp_path, dialogs):
     chosen = tmp_path / "no-such-folder" / "trace.npz"
     dialogs.files.append(str(chosen))

@@ -8,9 +8,11 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
 
 from conftest import make_tiny_checkpoint
-from explorer.core.story import MAX_BRANCHES, Generated, Story, branch_text, text_with_token
+from explorer.core.held_tokens import TokenText
+from explorer.core.story import MAX_BRANCHES, Generated, Story, branch_text
 from explorer.qt.generation import Generator
 from explorer_helpers import make_window
+from model import Encoding
 from model.generate import Sampling, Step, generate
 
 PROMPT = "the cat sat"
@@ -36,6 +38,7 @@ def run(qtbot, window, n, sampling=GREEDY):
     return generator
 
 
+@pytest.mark.slow
 def test_greedy_generation_equals_step_by_step_argmax(qtbot, window):
     s = window.session
     g = run(qtbot, window, 6)
@@ -50,6 +53,7 @@ def test_greedy_generation_equals_step_by_step_argmax(qtbot, window):
     assert "gen" in chips[5].text()
 
 
+@pytest.mark.slow
 def test_generation_runs_the_model_as_the_panels_do(qtbot, window):
     """With positional encoding switched off, the app generated with it on: greedy was not the
     argmax the next-token panel showed, and a token's probability was not the panel's."""
@@ -64,6 +68,7 @@ def test_generation_runs_the_model_as_the_panels_do(qtbot, window):
         assert rec.model_prob == pytest.approx(float(s.trace.probs[2 + step][rec.token_id]), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_seeded_sampling_repeats_and_equals_model_generate(qtbot, window):
     s = window.session
     sampling = Sampling(temperature=1.5, top_k=10, top_p=0.9, seed=42)
@@ -78,6 +83,7 @@ def test_seeded_sampling_repeats_and_equals_model_generate(qtbot, window):
     assert other != first
 
 
+@pytest.mark.slow
 def test_a_generated_token_shows_the_alternatives_from_the_trace_row_before_it(qtbot, window):
     """In a causal model the row before a token is exactly what the model saw when it chose it."""
     s = window.session
@@ -97,6 +103,7 @@ def test_a_generated_token_shows_the_alternatives_from_the_trace_row_before_it(q
     assert f"fork:{rec.top_ids[1] if rec.top_ids[0] == rec.token_id else rec.top_ids[0]}" in text
 
 
+@pytest.mark.slow
 def test_forking_keeps_both_branches_and_switching_restores_each(qtbot, window):
     s = window.session
     g = run(qtbot, window, 6)
@@ -125,6 +132,7 @@ def test_forking_keeps_both_branches_and_switching_restores_each(qtbot, window):
     assert list(s.encoding.ids) == story.ids() and g.status == f"generated 0 tokens after the fork at token {last + 1}"
 
 
+@pytest.mark.slow
 def test_a_fork_from_the_panel_link(qtbot, window):
     s = window.session
     g = run(qtbot, window, 4)
@@ -139,6 +147,7 @@ def test_a_fork_from_the_panel_link(qtbot, window):
     assert s.position == 4
 
 
+@pytest.mark.slow
 def test_stop_and_an_edit_end_a_run(qtbot, tmp_path, tiny_tokenizer, dialogs):
     w = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32), compute_mode="async")
     s, g = w.session, Generator.of(w.session)
@@ -159,6 +168,7 @@ def test_stop_and_an_edit_end_a_run(qtbot, tmp_path, tiny_tokenizer, dialogs):
     s.shutdown()
 
 
+@pytest.mark.slow
 def test_ctrl_g_generates_and_settings_are_kept(qtbot, window, tmp_path):
     actions = [a for m in window.menuBar().actions() if m.menu() for a in m.menu().actions()]
     action = next(a for a in actions if a.shortcut() == QKeySequence("Ctrl+G"))
@@ -183,6 +193,7 @@ def test_ctrl_g_generates_and_settings_are_kept(qtbot, window, tmp_path):
     assert kept.top_k_box.value() == 12  # ... not the choice
 
 
+@pytest.mark.slow
 def test_a_model_that_reads_the_prompt_alike_keeps_the_story(qtbot, window, tiny_tokenizer):
     g = run(qtbot, window, 3)
     window.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer, context_length=32, seed=5))  # a reload
@@ -192,12 +203,17 @@ def test_a_model_that_reads_the_prompt_alike_keeps_the_story(qtbot, window, tiny
 
 
 # ---- the story, without Qt ------------------------------------------------------------------------
+def _prompt(text, ids):
+    """A prompt's text and tokens (spans made up: one character each)."""
+    return TokenText(text, Encoding(ids, tuple(map(str, ids)), tuple((i, i + 1) for i in range(len(ids)))))
+
+
 def _gen(token_id, top=(5, 6, 7)):
     return Generated(token_id, 1.0, 0.5, tuple(top), (0.5, 0.3, 0.2), Sampling())
 
 
 def test_story_fork_keeps_the_parent_and_marks_what_the_text_still_holds():
-    story = Story("the cat", (3, 4))
+    story = Story(_prompt("the cat", (3, 4)))
     for t in (5, 6, 7):
         story.extend(_gen(t))
     assert story.fork(1, 7) == 1
@@ -211,21 +227,13 @@ def test_story_fork_keeps_the_parent_and_marks_what_the_text_still_holds():
 
 
 def test_story_keeps_a_small_list_of_branches():
-    story = Story("x", (1,))
+    story = Story(_prompt("x", (1,)))
     story.extend(_gen(5))
     for _ in range(MAX_BRANCHES + 3):
         story.current = len(story.branches) - 1
         story.fork(0, 6)
     assert len(story.branches) == MAX_BRANCHES and story.current == MAX_BRANCHES - 1
     assert all(b.parent is None or 0 <= b.parent < len(story.branches) for b in story.branches)
-
-
-def test_text_with_token_spaces_words_and_types_ids(tiny_tokenizer):
-    cat = tiny_tokenizer.token_to_id("cat")
-    dot = tiny_tokenizer.token_to_id(".")
-    assert text_with_token("the", cat, tiny_tokenizer) == "the cat"
-    assert text_with_token("the cat", dot, tiny_tokenizer) == "the cat."
-    assert text_with_token("3, 17", 5, None) == "3, 17, 5"
 
 
 @pytest.mark.parametrize("folder, written", [("hf-llama", " é and"), ("hf-gpt2", " \U0001F600 and")])
@@ -241,7 +249,7 @@ def test_a_character_written_in_byte_tokens_is_that_character_in_the_text(folder
     prompt_ids = tuple(tok.encode(prompt).ids)
     ids = list(tok.encode(prompt + written).ids)
     assert len(ids) - len(prompt_ids) > len(written.split())  # the character is several byte tokens
-    story = Story(prompt, prompt_ids)
+    story = Story(TokenText(prompt, tok.encode(prompt)))
     for token_id in ids[len(prompt_ids):]:
         story.extend(Generated(token_id, 1.0, 1.0, (token_id,), (1.0,), Sampling()))
     assert branch_text(story, tok) == prompt + written
@@ -256,6 +264,7 @@ def test_generated_from_a_step_keeps_both_probabilities():
     assert rec.alternatives() == [(4, pytest.approx(0.6)), (2, pytest.approx(0.3))]
 
 
+@pytest.mark.slow
 def test_app_generation_is_ignored_without_text(qtbot, window):
     window.session.set_text("")
     g = Generator.of(window.session)
@@ -265,6 +274,7 @@ def test_app_generation_is_ignored_without_text(qtbot, window):
     assert window.panels["generate"].status.text() == g.status
 
 
+@pytest.mark.slow
 def test_the_command_line_fork_pins_the_token_where_the_branches_part_only_while_it_has_a_row(
         qtbot, tmp_path, tiny_tokenizer, dialogs):
     """--generate 300 --fork 300 on a 32-token context pinned row 0, another token."""
@@ -281,6 +291,7 @@ def test_the_command_line_fork_pins_the_token_where_the_branches_part_only_while
     assert len(s.encoding) == 14 and s.trace.dropped == 6 and s.position is None
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_at_its_first_token_leaves_no_empty_branch(qtbot, window):
     """Logits that are not numbers stop the run with the reason; nothing was generated, so no
     story with an empty branch is listed."""

@@ -16,7 +16,7 @@ from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType
 from gguf.quants import dequantize, quantize
 from safetensors.torch import save_file
 
-from gguf_files import KQUANT_FILE, LLAMA, QWEN2, REFERENCED, gguf_file, reference, rewrite
+from gguf_files import ARCH3, KQUANT_FILE, LLAMA, QWEN2, REFERENCED, gguf_file, reference, rewrite
 from model.checkpoint import CheckpointError, NeedsInput, ReaderFailure, load_any, load_checkpoint, save_as
 from model.formats.gguf import archs
 from model.formats.gguf.tensors import unpermute
@@ -197,7 +197,7 @@ def _refused(path, pattern: str, **options) -> str:
 def test_an_unknown_architecture_is_named_with_the_ones_we_open(tmp_path):
     path = rewrite(gguf_file(LLAMA, "F32"), tmp_path / "gemma.gguf", arch="gemma3")
     _refused(path, r"general.architecture = 'gemma3': not an architecture this app opens from GGUF; "
-                   r"it opens llama \(.*\) and qwen2 \(.*\)")
+                   r"it opens llama \(.*\), qwen2 \(.*\) and qwen3 \(Qwen3\)")
 
 
 def test_an_unsupported_type_is_named(tmp_path):
@@ -219,7 +219,10 @@ def test_an_unsupported_type_is_named(tmp_path):
     ({"llama.attention.head_count": (3, V.UINT32)}, r"llama.attention.head_count = 3: does not divide embedding_length"),
     ({"llama.block_count": (3, V.UINT32)}, r"llama.block_count = 3: but the blocks in the file are 2"),
     ({"llama.rope.dimension_count": (8, V.UINT32)}, r"llama.rope.dimension_count = 8: but RoPE here turns every"),
-    ({"llama.attention.key_length": (32, V.UINT32)}, r"llama.attention.key_length = 32: but only embedding_length"),
+    ({"llama.attention.value_length": (32, V.UINT32)}, r"llama.attention.value_length = 32: but only values as wide as "
+                                                       r"the keys are supported: key_length is 16"),
+    ({"llama.attention.key_length": (32, V.UINT32)}, r"llama.rope.dimension_count = 16: but RoPE here turns every "
+                                                     r"dimension of a head of width 32"),
     ({"llama.context_length": ("long", V.STRING)}, r"llama.context_length = 'long': expected a whole number"),
     ({"tokenizer.ggml.model": ("bert", V.STRING)}, r"tokenizer.ggml.model = 'bert': not a vocabulary this app builds"),
     ({"tokenizer.ggml.bos_token_id": (600, V.UINT32)}, r"tokenizer.ggml.bos_token_id = 600: not one of the 512 tokens"),
@@ -291,3 +294,33 @@ def test_a_model_folder_with_a_gguf_file_but_no_weights_says_to_open_that_file(t
     _refused(folder, r"no weights: looked for .*; a GGUF file is a model by itself: open model-F16.gguf "
                      r"\(or the other one\)$")
     assert load_any(folder / "model-F16.gguf").source_format == "gguf-llama"
+
+
+@pytest.mark.parametrize("qtype", [Q.F32, Q.Q8_0])
+def test_a_qwen3_gguf_is_its_hugging_face_model(tmp_path, qtype):
+    """GGUF qwen3 (convert_hf_to_gguf.py's Qwen3Model layout: head_dim in attention.key_length, attn_q_norm and
+    attn_k_norm, no permutation), written from tests/fixtures/arch3/hf-qwen3: in F32 it is transformers' model
+    of that folder (reference.npz) within float rounding, its text tokenizes to the same ids; in Q8_0 close."""
+    from gguf_files import qwen3_from_folder
+
+    folder = ARCH3 / "hf-qwen3"
+    path = qwen3_from_folder(folder, tmp_path / f"qwen3-{qtype.name}.gguf", qtype)
+    if qtype == Q.F32:  # the stored fixture is this file, byte for byte
+        assert path.read_bytes() == (ARCH3 / "gguf-qwen3" / "model-F32.gguf").read_bytes()
+    ckpt = load_any(path)
+    ref = np.load(folder / "reference.npz")
+    assert ckpt.source_format == "gguf-qwen3" and ckpt.training["architecture"] == "qwen3"
+    cfg = ckpt.config
+    assert (cfg.d_model, cfg.n_heads, cfg.d_head, cfg.qk_norm, cfg.qkv_bias) == (48, 4, 16, "head", False)
+    assert list(ckpt.tokenizer.encode(str(ref["text"])).ids) == ref["token_ids"].tolist()
+    trace = ckpt.model.trace(ref["token_ids"])
+    if qtype == Q.F32:
+        np.testing.assert_allclose(trace.logits, ref["logits"], rtol=0, atol=1e-4)
+        attn = np.stack([b.attn_weights for b in trace.blocks])
+        np.testing.assert_allclose(attn, ref["attn_weights"], rtol=0, atol=1e-5)
+    else:
+        assert np.abs(trace.logits - ref["logits"]).max() < 0.5
+        assert {t.type_name for t in ckpt.storage.tensors if t.kind == "norms"} == {"F32"}
+    without = rewrite(path, tmp_path / "no-norm.gguf", tensors=lambda n, d, t: None if n.endswith("attn_q_norm.weight")
+                      else (d, t))
+    _refused(without, r"has no blk.0.attn_q_norm.weight")

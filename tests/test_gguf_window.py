@@ -29,6 +29,7 @@ def _drop(window, path) -> None:
                                 Qt.KeyboardModifier.NoModifier))
 
 
+@pytest.mark.slow
 def test_file_open_offers_gguf_files(window, monkeypatch, dialogs):
     from explorer.qt import dialogs as seam
 
@@ -40,6 +41,7 @@ def test_file_open_offers_gguf_files(window, monkeypatch, dialogs):
     assert window.session.checkpoint.source_format == "gguf-llama" and not dialogs.errors
 
 
+@pytest.mark.slow
 def test_a_dropped_gguf_file_opens_and_the_model_panel_says_how_it_was_stored(window, dialogs):
     _drop(window, KQUANT_FILE)
     s = window.session
@@ -62,6 +64,7 @@ def _expected(a, b, ids):
     return delta.max(), position, token, int((la.argmax(-1) == lb.argmax(-1)).sum())
 
 
+@pytest.mark.slow
 def test_the_comparison_with_another_file_follows_the_text(window, dialogs):
     from model.checkpoint import load_any
 
@@ -86,6 +89,7 @@ def test_the_comparison_with_another_file_follows_the_text(window, dialogs):
     assert panel.compare_label.text() == ""
 
 
+@pytest.mark.slow
 def test_a_file_of_another_model_is_refused_and_the_box_unchecks(window, dialogs):
     assert window.files.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
     panel = window.panels["model"]
@@ -97,6 +101,7 @@ def test_a_file_of_another_model_is_refused_and_the_box_unchecks(window, dialogs
     assert not panel.compare_box.isChecked() and len(dialogs.errors) == 1
 
 
+@pytest.mark.slow
 def test_opening_another_model_stops_a_comparison_that_no_longer_fits(window, dialogs):
     assert window.files.open_checkpoint(gguf_file(LLAMA, "Q8_0"))
     panel = window.panels["model"]

@@ -14,6 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from hf_reference import assert_agrees
 from model.checkpoint import CheckpointError, NeedsInput, load_any, load_checkpoint, save_as
 from model.trace import main as trace_main
 
@@ -51,16 +52,7 @@ def _check_logits(ckpt, name: str) -> None:
 @pytest.mark.parametrize("name", FIXTURES)
 def test_fixture_agrees_with_transformers(name):
     ckpt = load_any(ARCH / name)
-    ref = _reference(name)
-    ids = ckpt.tokenizer.encode(str(ref["text"])).ids
-    assert list(ids) == ref["token_ids"].tolist()  # the text tokenizes exactly (Llama's <s> included)
-    trace = ckpt.model.trace(ids)
-    np.testing.assert_allclose(trace.logits, ref["logits"], rtol=0, atol=1e-4)
-    attn = np.stack([block.attn_weights for block in trace.blocks])  # (n_layers, n_heads, T, T)
-    np.testing.assert_allclose(attn, ref["attn_weights"], rtol=0, atol=1e-5)
-    # transformers' hidden states: the embedding output, each block's output, the last after the final norm.
-    ours = [trace.x] + [block.resid_post for block in trace.blocks[:-1]] + [trace.ln_final]
-    np.testing.assert_allclose(np.stack(ours), ref["hidden_states"], rtol=0, atol=1e-4)
+    assert_agrees(ckpt, _reference(name))  # ids, logits, attention, hidden states (tests/hf_reference.py)
     assert ckpt.source_format == name and ckpt.path == ARCH / name and ckpt.name == name
 
 
@@ -242,10 +234,10 @@ def test_add_bos_token_in_tokenizer_config_decides_the_bos(tmp_path):
      "rope_parameters.rope_type = 'llama3': only the default RoPE"),
     ("hf-llama", {"rope_parameters": None, "rope_scaling": {"type": "linear", "factor": 2.0}},
      "rope_scaling.rope_type = 'linear'"),
-    ("hf-llama", {"head_dim": 16}, "head_dim = 16: only hidden_size / num_attention_heads = 8"),
-    ("hf-llama", {"hidden_act": "gelu"}, "hidden_act = 'gelu'"),
-    ("hf-llama", {"model_type": "mistral", "sliding_window": 16}, "sliding_window = 16"),
-    ("hf-llama", {"num_hidden_layers": 3}, "num_hidden_layers = 3: but the weights have 2 blocks"),
+    ("hf-llama", {"hidden_act": "relu"}, "hidden_act = 'relu': the gated MLP is built with silu or a GELU"),
+    ("hf-llama", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}},
+     "partial_rotary_factor = 0.5: this family turns whole heads"),
+    ("hf-llama", {"num_hidden_layers": 3}, "num_hidden_layers = 3: but model.safetensors has 2 blocks"),
     ("hf-gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx = True"),
     ("hf-gpt2", {"activation_function": "relu"}, "activation_function = 'relu': not supported"),
     ("hf-gpt-neo", {"attention_types": [[["global", "sparse"], 2]], "attention_layers": None},
@@ -276,7 +268,8 @@ def test_an_unknown_model_type_names_it_and_the_families_we_open(tmp_path, capsy
         load_any(folder)
     message = str(info.value)
     assert message.startswith("hf-gpt2: model_type 'bert' (BertForMaskedLM) is not a model family this app opens")
-    assert all(family in message for family in ("gpt2", "gpt_neo", "llama", "mistral"))
+    assert all(family in message for family in ("gpt2", "gpt_neo", "gpt_neox", "llama", "mistral", "qwen2", "qwen3",
+                                                "gemma2", "gemma3_text", "phi", "olmo2", "smollm3"))
     assert trace_main([str(folder), "hello"]) == 2
     assert capsys.readouterr().err == f"error: {message}\n"
 

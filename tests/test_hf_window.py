@@ -26,6 +26,7 @@ def _ticks(axis) -> list[str]:
     return [label for _, label in axis._tickLevels[0]]
 
 
+@pytest.mark.slow
 def test_open_folder_action_and_recent_folders(window, tmp_path, dialogs, monkeypatch):
     folder = Path(shutil.copytree(ARCH / "hf-gpt2", tmp_path / "hf-gpt2"))
     from explorer.qt import dialogs as dialog_seam
@@ -46,6 +47,7 @@ def test_open_folder_action_and_recent_folders(window, tmp_path, dialogs, monkey
     assert s.checkpoint.path == ARCH / "hf-llama" and s.checkpoint.source_format == "hf-llama"
 
 
+@pytest.mark.slow
 def test_gpt2_names_are_the_same_readable_text_in_every_panel(window, dialogs):
     assert window.files.open_checkpoint(ARCH / "hf-gpt2")
     s = window.session
@@ -64,6 +66,7 @@ def test_gpt2_names_are_the_same_readable_text_in_every_panel(window, dialogs):
     assert "Ġ" not in chips and "zoé" not in chips and "é" in chips
 
 
+@pytest.mark.slow
 def test_llama_text_starts_with_bos_and_shows_split_characters_once(window, dialogs):
     assert window.files.open_checkpoint(ARCH / "hf-llama")
     s = window.session
@@ -75,6 +78,7 @@ def test_llama_text_starts_with_bos_and_shows_split_characters_once(window, dial
     assert "every text starts with <s>" in window.panels["model"].browser.toPlainText()
 
 
+@pytest.mark.slow
 def test_a_folder_that_is_not_a_model_we_open_keeps_the_loaded_one(window, tmp_path, dialogs):
     folder = Path(shutil.copytree(ARCH / "hf-gpt2", tmp_path / "bert"))
     config = json.loads((folder / "config.json").read_text())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,12 +16,13 @@ import huggingface_hub
 import pytest
 import torch
 
-from hub_cache import ARCH, REPOS
-from model.checkpoint import CheckpointError, load_any, save_as
+from hub_cache import ARCH, LLAMA_FETCHED as LLAMA, REPOS
+from model.checkpoint import CheckpointError, NeedsInput, load_any, save_as
 from model.formats import hub
 from model.formats.hub import FetchCancelled, HubError, HubRef, parse_hub_spec
 from model.formats.refs import as_reference, parse_reference
 from model.trace import main as trace_main
+from conftest import SAFETY_NET_S
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE_MISSING = ("fixtures/missing: not in the local cache and the Hub cannot be reached "
@@ -231,6 +233,7 @@ def _refused_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_without_offline_mode_and_no_network_a_cached_model_opens_and_a_missing_one_says_why(hub_cache):
     env = dict(os.environ, HF_HUB_OFFLINE="0", HF_ENDPOINT=f"http://127.0.0.1:{_refused_port()}")
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
@@ -238,7 +241,7 @@ def test_without_offline_mode_and_no_network_a_cached_model_opens_and_a_missing_
     code = ("from model.checkpoint import load_any\nprint(load_any('hf:fixtures/hf-llama').name)\n"
             "try:\n    load_any('hf:fixtures/missing')\nexcept Exception as exc:\n    print(exc)\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=120)
+                            timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "fixtures/hf-llama",
@@ -256,3 +259,60 @@ def test_the_progress_in_words_and_as_a_fraction():
     # A second snapshot_download (pytorch_model.bin after no safetensors): its bar, not the first one's.
     assert summarise({"Fetching 5 files": (5, 5, "it"), "Fetching 1 files": (0, 1, "it")}) == ("0 of 1 files", 0.0)
     assert summarise({"Downloading bytes": (3e6, None, "B")}) == ("3.0 MB", None)
+
+
+def _storage(hub_cache, repo_id):
+    return hub_cache / ("models--" + repo_id.replace("/", "--"))
+
+
+def test_a_hand_copied_cache_offline_opens_or_says_what_its_refs_lack(hub_cache):
+    """huggingface_hub#4492, #1307: a refs/main ending in a newline read as "not in the local cache"; a
+    cache without refs/, or whose refs/main names a snapshot that is not there, gave the same line."""
+    from hub_cache import add_repo, fixture_files
+
+    snapshot = add_repo(hub_cache, "fixtures/newline-ref", fixture_files(ARCH / "hf-llama"), LLAMA)
+    refs = _storage(hub_cache, "fixtures/newline-ref") / "refs"
+    (refs / "main").write_text(snapshot.name + "\n")
+    ckpt = load_any("hf:fixtures/newline-ref")
+    assert ckpt.path == snapshot and ckpt.name == "fixtures/newline-ref" and ckpt.training["revision"] == "main"
+    (refs / "main").write_text("0" * 40)  # a commit that is not in the cache, while another snapshot is
+    with pytest.raises(HubError, match=rf"^fixtures/newline-ref: the local cache's refs/main names commit 0{{40}}, "
+                                       rf"which is not in the cache.*hf:fixtures/newline-ref@{snapshot.name}"):
+        load_any("hf:fixtures/newline-ref")
+    shutil.rmtree(refs)
+    with pytest.raises(HubError, match=rf"^fixtures/newline-ref: the local cache has no refs/ folder, so which "
+                                       rf"snapshot is 'main' is not known.*@{snapshot.name}: open one by its commit$"):
+        load_any("hf:fixtures/newline-ref")
+    assert load_any(f"hf:fixtures/newline-ref@{snapshot.name}").path == snapshot  # as the message says
+
+
+@pytest.mark.parametrize("missing", ["tokenizer.json", "model.safetensors"])
+@pytest.mark.parametrize("listing", [False, True])
+def test_a_cache_with_links_to_missing_blobs_names_the_file_not_downloaded(hub_cache, missing, listing):
+    """huggingface_hub#1222, #4469: a dangling tokenizer.json gave a message starting with the commit
+    hash, a dangling model.safetensors "the repository has no weights this app reads". Without the
+    tree listing (an older library's cache, a copy) the library hands the folder over as it is; with it,
+    it refuses the snapshot as incomplete, and the message names the file too."""
+    from hub_cache import add_repo, fixture_files
+
+    repo = f"fixtures/dangling-{missing.split('.')[0]}-{listing}"
+    snapshot = add_repo(hub_cache, repo, fixture_files(ARCH / "hf-llama"), LLAMA)
+    (snapshot / missing).resolve().unlink()  # the blob gone, its link left
+    if not listing:
+        shutil.rmtree(_storage(hub_cache, repo) / "trees")
+    with pytest.raises(HubError) as caught:
+        load_any(f"hf:{repo}")
+    said = (f"{missing} is in the Hugging Face cache only as a link to a file that is not there" if not listing else
+            f"the local cache holds only part of this model ({missing}: a symbolic link that leads nowhere")
+    assert str(caught.value).startswith(f"{repo}: {said}") and "not downloaded" in str(caught.value)
+
+
+def test_a_question_about_a_hub_model_names_the_repository_not_the_commit(hub_cache):
+    from hub_cache import add_repo, fixture_files
+
+    files = {k: v for k, v in fixture_files(ARCH / "hf-llama").items() if not k.startswith("tokenizer")}
+    snapshot = add_repo(hub_cache, "fixtures/no-tokenizer", files)
+    with pytest.raises(NeedsInput) as caught:
+        load_any("hf:fixtures/no-tokenizer")
+    assert str(caught.value).startswith("fixtures/no-tokenizer: no vocabulary was found") and caught.value.kind == "vocab"
+    assert snapshot.name not in str(caught.value).split(". Looked for")[0]

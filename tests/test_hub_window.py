@@ -16,6 +16,7 @@ import pytest
 from explorer.qt.files.opening import default_save_path
 from explorer_helpers import make_window
 from model.formats import hub
+from conftest import SAFETY_NET_S
 
 ROOT = Path(__file__).resolve().parents[1]
 MISSING = ("fixtures/missing: not in the local cache and the Hub cannot be reached"
@@ -45,6 +46,7 @@ def _menu_action(window, text: str):
     return next(a for a in file_menu.actions() if a.text().replace("&", "") == text)
 
 
+@pytest.mark.slow
 def test_open_from_hub_menu_fetches_off_the_gui_thread_and_names_the_model(window, dialogs, fetch_threads):
     dialogs.texts.append("fixtures/hf-gpt-neo")
     _menu_action(window, "Open from Hugging Face Hub…").trigger()
@@ -64,6 +66,7 @@ def test_open_from_hub_menu_fetches_off_the_gui_thread_and_names_the_model(windo
     assert window.files.recent_files() == ["hf:fixtures/hf-llama@v1", "hf:fixtures/hf-gpt-neo"]
 
 
+@pytest.mark.slow
 def test_reload_and_open_recent_fetch_again_by_repository(window, dialogs, fetch_threads, tmp_path):
     assert window.files.open_checkpoint("hf:fixtures/hf-gpt2")
     first = window.session.checkpoint
@@ -78,6 +81,7 @@ def test_reload_and_open_recent_fetch_again_by_repository(window, dialogs, fetch
     assert s.checkpoint.name == "fixtures/hf-gpt2" and not dialogs.errors and len(fetch_threads) == 3
 
 
+@pytest.mark.slow
 def test_a_missing_repository_or_a_bad_id_is_one_message_and_the_model_stays(window, dialogs, fetch_threads):
     loaded = window.session.checkpoint
     dialogs.texts.append("fixtures/missing")
@@ -93,6 +97,7 @@ def test_a_missing_repository_or_a_bad_id_is_one_message_and_the_model_stays(win
     assert len(dialogs.errors) == 2 and window.session.checkpoint is loaded
 
 
+@pytest.mark.slow
 def test_cancel_returns_at_once_keeps_the_model_and_stops_the_download(window, dialogs, monkeypatch):
     """A download that reports progress as huggingface_hub does until the relay stops it."""
     ended = threading.Event()
@@ -124,6 +129,7 @@ def test_cancel_returns_at_once_keeps_the_model_and_stops_the_download(window, d
     assert window.files.recent_files() == []
 
 
+@pytest.mark.slow
 def test_the_command_line_opens_hf_repo_ids(window, dialogs, monkeypatch):
     from explorer.app import _load, parse_args
     from explorer.qt.panels import panel_names
@@ -133,16 +139,18 @@ def test_the_command_line_opens_hf_repo_ids(window, dialogs, monkeypatch):
     assert s.checkpoint.name == "fixtures/hf-llama" and s.text == "Once upon a time" and not dialogs.errors
 
 
+@pytest.mark.slow
 def test_the_command_line_with_a_missing_repository_says_why_in_one_line(tmp_path, hub_cache):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     out = tmp_path / "x.png"
     r = subprocess.run([sys.executable, "-m", "explorer", "hf:fixtures/missing", "--screenshot", str(out)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=SAFETY_NET_S)
     lines = [line for line in r.stderr.splitlines() if line.strip() and "propagateSizeHints" not in line]
     assert r.returncode == 1 and not out.exists()
     assert lines == [f"transformer-explorer: Could not open checkpoint: {MISSING}"]
 
 
+@pytest.mark.slow
 def test_a_hub_reference_round_trips_through_the_recent_files(qtbot, window, dialogs, fetch_threads, tmp_path,
                                                             tiny_checkpoint):
     """Open Recent keeps a Hub model as its hf: text and reads it back as the same HubRef (revision

@@ -119,3 +119,19 @@ def test_describe_lists_the_changes_for_a_status_bar():
     assert Interventions().describe() == "" and Interventions().changes_nothing
     assert iv.with_ablated([(0, 0)]).ablate == ((0, 0), (0, 1), (1, 0))
     assert Interventions(ablate=[(np.int64(1), np.int64(0))]).ablate == ((1, 0),)
+
+
+def test_a_new_model_starts_with_every_head_on(qtbot, tiny_tokenizer):
+    """Heads switched off on one model stayed off on the next one opened whenever the indices existed."""
+    from conftest import make_tiny_checkpoint
+    from explorer.qt.session import Session
+
+    s = Session(compute_mode="sync")
+    s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))
+    s.set_text("the cat sat")
+    s.set_interventions(Interventions(ablate=[(0, 1)]))
+    with qtbot.waitSignal(s.sig_interventions_changed, timeout=1000):
+        s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer, seed=5))
+    assert s.interventions.changes_nothing
+    assert s.trace.interventions is None or s.trace.interventions.changes_nothing
+    s.shutdown()

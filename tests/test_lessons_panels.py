@@ -24,6 +24,7 @@ from explorer.qt.panels.lessons.positional.panel import PositionalPanel
 from explorer.qt.panels.lessons.variants.panel import VariantsPanel, side_by_side
 from explorer.qt.session import Session
 from explorer_helpers import shown, sync_session
+from conftest import SAFETY_NET_S
 
 TEXT = "the cat sat on the mat ."
 
@@ -140,6 +141,7 @@ def test_swapping_two_equal_tokens_changes_nothing(qtbot, session):
     assert "nothing can change" in panel.sentence.text() and "changed" not in panel.sentence.text()
 
 
+@pytest.mark.slow
 def test_a_slow_comparison_runs_on_the_worker_and_waits_for_update(qtbot, tiny_checkpoint, monkeypatch):
     from explorer.qt.panels.lessons.positional import panel as panel_module
 
@@ -194,6 +196,7 @@ def test_switching_to_a_slow_model_keeps_the_comparison_off_the_gui_thread(qtbot
     s.shutdown()
 
 
+@pytest.mark.slow
 def test_open_twin_goes_through_the_window_s_open_path(qtbot, tmp_path, tiny_checkpoint, dialogs, monkeypatch):
     from explorer_helpers import make_window
     from explorer.qt.panels.lessons.positional import panel as panel_module
@@ -206,6 +209,7 @@ def test_open_twin_goes_through_the_window_s_open_path(qtbot, tmp_path, tiny_che
     assert window.session.checkpoint is before
 
 
+@pytest.mark.slow
 def test_open_twin_loads_the_model_without_positional_encoding(qtbot, tmp_path, tiny_checkpoint, dialogs,
                                                                monkeypatch, tiny_tokenizer):
     from explorer_helpers import make_window
@@ -300,12 +304,13 @@ def test_variants_panel_shows_each_variant(qtbot, session):
 
 # --- screenshots -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["positional", "formula", "variants"])
 def test_screenshot_of_each_lesson_panel(tmp_path, name):
     out = tmp_path / f"{name}.png"
     cmd = [sys.executable, "-m", "explorer", "--screenshot", str(out), "--panel", name,
            "--size", "900x600", "--text", "once upon a time there was a little girl"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert run.returncode == 0, run.stderr
     image = QImage(str(out))
     assert (image.width(), image.height()) == (900, 600)

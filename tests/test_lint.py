@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import SAFETY_NET_S
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -11,7 +13,7 @@ def test_import_contracts_hold():
     """model never imports explorer; explorer.core is Qt-free; app > qt > core > model; model's wings;
     formats and training apart; panels never import other panels."""
     exe = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stdout + result.stderr
     for contract in ("explorer.core is Qt-free", "app > qt > core > model", "model's wings",
                      "training never imports a checkpoint format", "checkpoint formats never import training",
@@ -32,5 +34,5 @@ def test_the_house_has_rooms():
 def test_ruff_finds_nothing():
     """The rules in pyproject.toml's [tool.ruff.lint]: unused imports and names, likely bugs, style."""
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+                            cwd=ROOT, capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -276,6 +276,10 @@ def test_variants_build_and_trace(config):
 @pytest.mark.parametrize("overrides", [
     {}, {"positional": "none"}, {"tied_unembed": False}, {"qkv_bias": True, "o_bias": False, "mlp_bias": False},
     {"norm_bias": False, "n_layers": 3},
+    {"positional": "rope", "qk_norm": "head", "d_head": 12, "norm_placement": "sandwich", "mlp": "geglu"},
+    {"positional": "rope", "qk_norm": "full", "norm_placement": "post", "n_kv_heads": 1},
+    {"block_layout": "parallel_one_norm", "tied_unembed": False, "unembed_bias": True},
+    {"block_layout": "parallel", "positional": "rope", "rotary_dims": 4},
 ])
 def test_state_dict_shapes_match_a_built_model(overrides):
     config = GPTConfig(**{**TINY.to_dict(), **overrides})

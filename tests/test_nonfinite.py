@@ -13,6 +13,7 @@ import torch
 from conftest import make_tiny_checkpoint
 from model import NonFinite, save_checkpoint
 from model.trace import EXIT_NONFINITE, main
+from conftest import SAFETY_NET_S
 
 ROOT = Path(__file__).resolve().parents[1]
 HUGE = 1e24  # q, k ~ 1e23, so q_i . k_j ~ 1e46 > float32 max 3.4e38: the scores overflow to inf
@@ -81,10 +82,11 @@ def test_the_exit_codes_are_in_the_help(capsys):
     assert "3 the trace holds values" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_gives_no_traceback(huge_file, tmp_path):
     """`python -m model.trace … --json | head` ended in a BrokenPipeError traceback."""
     r = subprocess.run(f'"{sys.executable}" -m model.trace "{huge_file}" "the cat sat" --json | head -c 20',
-                       shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
+                       shell=True, cwd=ROOT, capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert len(r.stdout) == 20
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
     assert "attn_scores" in r.stderr  # what was said before the pipe closed
@@ -129,6 +131,7 @@ def test_top_k_refuses_logits_that_are_not_numbers():
         top_k(np.array([0.5, np.inf, 1.0]), 2, temperature=0.0)
 
 
+@pytest.mark.slow
 def test_the_app_says_where_and_draws_no_nan_as_a_value(qtbot, tmp_path, tiny_tokenizer, dialogs):
     from explorer.qt.plots.heatmap import MASKED_COLOUR
     from explorer_helpers import make_window, pixel_at_cell

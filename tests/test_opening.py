@@ -96,6 +96,7 @@ def _long_text() -> str:
     return json.loads((FIX / "raschka_input.json").read_text())["text"]  # 32 tokens of the book's vocabulary
 
 
+@pytest.mark.slow
 def test_file_open_asks_everything_first_then_loads_once_and_traces_once(window, bare_raschka, monkeypatch):
     from explorer.qt import dialogs
 
@@ -119,6 +120,7 @@ def test_file_open_asks_everything_first_then_loads_once_and_traces_once(window,
     assert events.positions == 1 + 32 and s.trace.reused_rows == 32 and s.trace.logits.shape == (32, 500)
 
 
+@pytest.mark.slow
 def test_a_vocabulary_that_does_not_fit_is_asked_again_without_building_the_model_again(window, tmp_path,
                                                                                       monkeypatch):
     nano = tmp_path / "ckpt.pt"
@@ -133,6 +135,7 @@ def test_a_vocabulary_that_does_not_fit_is_asked_again_without_building_the_mode
     assert events.count("read") == 1 and events.count("build") == 1 and window.session.tokenizer.vocab_size == 65
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_run_on_its_first_trace_is_not_taken(window, tiny_tokenizer):
     s = window.session
     s.set_text("the cat sat")

@@ -13,6 +13,7 @@ def _save(path, tokenizer, **overrides):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_reload_keeps_layer_head_and_position(qtbot, tmp_path, tiny_tokenizer, tiny_checkpoint, dialogs, mode):
     path = _save(tmp_path / "m.safetensors", tiny_tokenizer, n_layers=2, n_heads=2)
@@ -29,6 +30,7 @@ def test_reload_keeps_layer_head_and_position(qtbot, tmp_path, tiny_tokenizer, t
     qtbot.waitUntil(lambda: (att.layer_box.value(), att.head_box.value()) == (1, 1))  # paced when async
 
 
+@pytest.mark.slow
 def test_reload_clamps_what_the_new_file_no_longer_has(qtbot, tmp_path, tiny_tokenizer, tiny_checkpoint, dialogs):
     path = _save(tmp_path / "m.safetensors", tiny_tokenizer, n_layers=2, n_heads=2)
     window = make_window(qtbot, tmp_path, tiny_checkpoint)
@@ -44,6 +46,7 @@ def test_reload_clamps_what_the_new_file_no_longer_has(qtbot, tmp_path, tiny_tok
     assert s.position == 3 and s.tokens[3] == "mat"
 
 
+@pytest.mark.slow
 def test_all_heads_is_off_and_grey_for_a_one_head_model_and_comes_back(qtbot, tmp_path, tiny_tokenizer, dialogs):
     four = make_tiny_checkpoint(tiny_tokenizer, n_layers=1, n_heads=4)
     one = make_tiny_checkpoint(tiny_tokenizer, n_layers=1, n_heads=1)
@@ -58,6 +61,7 @@ def test_all_heads_is_off_and_grey_for_a_one_head_model_and_comes_back(qtbot, tm
     assert att.all_heads.isChecked() and att.all_heads.isEnabled() and att.grid.isVisible()
 
 
+@pytest.mark.slow
 def test_the_pe_box_is_off_and_grey_for_a_model_without_positional_encoding(qtbot, tmp_path, tiny_tokenizer, dialogs):
     with_pe = make_tiny_checkpoint(tiny_tokenizer)
     no_pe = make_tiny_checkpoint(tiny_tokenizer, positional="none")

@@ -30,6 +30,7 @@ def _up(node: ast.AST, source: Path) -> Path | None:
     return None
 
 
+@pytest.mark.slow
 def test_no_path_built_from_a_file_leaves_the_repository():
     sources = sorted(p for folder in ("tests", "explorer", "model", "benchmarks", "tools")
                      for p in (REPO / folder).rglob("*.py"))
@@ -93,6 +94,7 @@ def _project_files() -> list[Path]:
                 and not any(part.endswith(".egg-info") for part in p.parts)]
 
 
+@pytest.mark.slow
 def test_no_file_names_a_path_into_the_developers_folder_beside_the_clone():
     """No source, document, fixture or shipped checkpoint (whose metadata records its training
     command) names a path into the folder that only the developers' machines have beside the clone:

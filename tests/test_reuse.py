@@ -24,6 +24,24 @@ FAMILIES = {
     "windows": dict(attn_windows=(3, 0), scale_scores=False),
     "none": dict(positional="none"),
 }
+#: The 2025-26 families' features (GPT-NeoX, Phi, Qwen3, Gemma 2 and 3, OLMo-2, SmolLM3), each on a tiny model.
+NEW_FAMILIES = {
+    "neox": dict(positional="rope", block_layout="parallel", rotary_dims=2, tied_unembed=False),
+    "phi": dict(positional="rope", block_layout="parallel_one_norm", rotary_dims=2, tied_unembed=False,
+                unembed_bias=True, gelu="tanh"),
+    "qwen3": dict(positional="rope", norm="rmsnorm", norm_bias=False, mlp="swiglu", qk_norm="head", d_head=8,
+                  n_kv_heads=2, qkv_bias=True, o_bias=False),
+    "gemma2": dict(positional="rope", norm="rmsnorm", norm_bias=False, norm_unit_offset=True, mlp="geglu",
+                   gelu="tanh", norm_placement="sandwich", embed_scale=4.0, score_scale=0.3, attn_softcap=2.0,
+                   final_softcap=3.0, attn_windows=(3, 0)),
+    "gemma3": dict(positional="rope", norm="rmsnorm", norm_bias=False, norm_unit_offset=True, mlp="geglu",
+                   norm_placement="sandwich", embed_scale=4.0, qk_norm="head", rope_thetas=(100.0, 10000.0),
+                   attn_windows=(3, 0), final_softcap=3.0),
+    "olmo2": dict(positional="rope", norm="rmsnorm", norm_bias=False, norm_placement="post", qk_norm="full",
+                  n_kv_heads=2),
+    "smollm3": dict(positional="rope", norm="rmsnorm", norm_bias=False, mlp="swiglu", nope_layers=(1,)),
+}
+FAMILIES.update(NEW_FAMILIES)
 
 
 TOKENIZERS = {
@@ -74,10 +92,16 @@ EDITS = st.tuples(st.sampled_from(["type", "type", "replace_end", "delete_end", 
 OPTIONS = st.tuples(st.booleans(), st.booleans())  # (positional_encoding, causal)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(family=st.sampled_from(sorted(FAMILIES)), tok_name=st.sampled_from(sorted(TOKENIZERS)),
        steps=st.lists(st.tuples(EDITS, st.one_of(st.just(None), OPTIONS)), min_size=1, max_size=14))
 def test_reuse_equals_a_full_trace_over_random_edits(family, tok_name, steps):
+    check_random_edits(family, tok_name, steps)
+
+
+def check_random_edits(family, tok_name, steps):
+    """Trace after each edit with the trace before as ``reuse``: equal to a full trace, reusing the common rows."""
     tok = TOKENIZERS[tok_name]
     model = tiny_model(family, tok.vocab_size)
     text, pe, causal = "", True, True
@@ -94,6 +118,15 @@ def test_reuse_equals_a_full_trace_over_random_edits(family, tok_name, steps):
         same_ids = common == got.n_tokens == prev.n_tokens  # the same trace, with the mask or without
         assert got.reused_rows == (common if causal or same_ids else 0)
         prev = got
+
+
+@pytest.mark.parametrize("family", sorted(NEW_FAMILIES))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(EDITS, st.one_of(st.just(None), OPTIONS)), min_size=1, max_size=10))
+def test_reuse_is_exact_for_each_new_family(family, steps):
+    """Prefix reuse stays a full trace for every feature of the new families (QK-norm, partial rotary,
+    parallel blocks, post-norms, soft caps, per-layer RoPE bases, NoPE layers)."""
+    check_random_edits(family, "char", steps)
 
 
 def _common(a, b) -> int:

@@ -16,6 +16,14 @@ FAMILIES = {
     "rope": dict(positional="rope", norm="rmsnorm", norm_bias=False, mlp="swiglu"),
     "gqa": dict(positional="rope", n_kv_heads=2, qkv_bias=True, rope_pairs="interleaved"),
     "none": dict(positional="none", attn_windows=(3, 0)),
+    "gemma": dict(positional="rope", norm="rmsnorm", norm_bias=False, norm_unit_offset=True, qk_norm="head",
+                  norm_placement="sandwich", mlp="geglu", embed_scale=4.0, attn_softcap=5.0, final_softcap=3.0,
+                  d_head=8, rope_thetas=(100.0, 10000.0), attn_windows=(3, 0)),
+    "neox": dict(positional="rope", block_layout="parallel", rotary_dims=2, tied_unembed=False),
+    "phi": dict(positional="rope", block_layout="parallel_one_norm", rotary_dims=2, tied_unembed=False,
+                unembed_bias=True),
+    "olmo": dict(positional="rope", norm="rmsnorm", norm_bias=False, norm_placement="post", qk_norm="full",
+                 n_kv_heads=2, nope_layers=(1,)),
 }
 IDS = [3, 1, 4, 1, 5, 9, 2]
 
@@ -50,13 +58,16 @@ def test_the_schema_is_the_names_the_attributes_the_store_and_the_record(family,
         row = rows[name]
         assert a.shape == array_shape(row.kind, row.per_row(cfg), T), name
         assert not a.flags.writeable and tr.nbytes(name) == a.nbytes, name
-    # 2. the records' attributes: every row of the tables is an attribute, the config's are arrays
-    for lt in tr.blocks:
-        assert lt.recorded == sch.layer
-        for row in LAYER:
-            assert isinstance(getattr(lt, row.attr), np.ndarray), row.attr
-    for row in EMBEDDING + FINAL:
-        assert isinstance(getattr(tr, row.attr), np.ndarray), row.attr
+    # 2. the records' attributes: every row of the tables is an attribute, the config's are arrays,
+    # the others their alias's array or None
+    for owner, table, have in [(lt, LAYER, sch.layer) for lt in tr.blocks] + [(tr, EMBEDDING + FINAL, sch.model)]:
+        assert owner is tr or owner.recorded == sch.layer
+        for row in table:
+            a = getattr(owner, row.attr)
+            if row in have:
+                assert isinstance(a, np.ndarray), row.attr
+            else:
+                assert a is next((getattr(owner, x) for x in row.aliases if getattr(owner, x) is not None), None), row.attr
     # 3. the row store: a buffer for every row but the computed ones, of the row's shape
     store = RowStore(cfg, 16)
     want = {row.attr: row for row in sch.model if not row.lazy}
@@ -126,7 +137,34 @@ def test_a_row_a_config_lacks_is_none_or_its_alias():
 def test_the_tables_have_distinct_names_and_every_row_a_shape():
     rows = EMBEDDING + LAYER + FINAL
     assert len({r.attr for r in rows}) == len({r.name for r in rows}) == len(rows)
-    assert [r.shape_doc for r in LAYER[:2]] == ["(T, d_model)", "(n_heads, T, d_head)"]
+    shapes = {r.attr: r.shape_doc for r in LAYER}
+    assert (shapes["ln1"], shapes["q"], shapes["k"]) == ("(T, d_model)", "(n_heads, T, d_head)", "(n_kv_heads, T, d_head)")
     cfg = GPTConfig(**BASE)
-    assert [r.attr for r in schema_for(cfg).layer if r.exists] == []
-    assert {r.attr for r in schema_for(GPTConfig(**BASE, positional="rope")).layer} == {r.attr for r in LAYER}
+    assert [r.attr for r in schema_for(cfg).layer if r.exists] == ["ln1", "resid_mid", "ln2"]  # the pre-norm block's
+    rope = {r.attr for r in schema_for(GPTConfig(**BASE, positional="rope")).layer}
+    assert rope - {r.attr for r in schema_for(cfg).layer} == {"q_pre_rope", "k_pre_rope"}
+    gemma = {r.attr for r in schema_for(model_of("gemma").config).layer}
+    assert gemma - rope == {"q_pre_norm", "k_pre_norm", "ln_attn_out", "ln_mlp_out"}
+    assert {r.attr for r in schema_for(model_of("gemma").config).embedding} == {"tok", "tok_scaled", "pos", "x"}
+
+
+@pytest.mark.parametrize("family, absent", [
+    ("neox", {"resid_mid"}), ("phi", {"resid_mid", "ln2"}), ("olmo", {"ln1", "ln2"}), ("learned", {"resid_pre"})])
+def test_a_variant_changes_which_rows_exist(family, absent):
+    """As TransformerLens has no hook_resid_mid with parallel_attn_mlp: a parallel block has no
+    resid_mid, Phi's one norm no ln2 (the MLP reads ln1), OLMo-2's post-norms no ln1 or ln2 (attention
+    reads the block's input, the MLP resid_mid)."""
+    model = model_of(family)
+    tr = model.trace(IDS)
+    names = tr.names()
+    for attr in absent:
+        assert not any(n.endswith("." + attr) for n in names), attr
+    lt = tr.blocks[0]
+    if family == "phi":
+        assert lt.ln2 is lt.ln1 and lt.resid_mid is None
+    if family == "neox":
+        np.testing.assert_allclose(lt.resid_post, tr.x + lt.attn_out + lt.mlp_out, atol=1e-6)
+    if family == "olmo":
+        assert lt.ln1 is lt.resid_pre and lt.ln2 is lt.resid_mid
+        np.testing.assert_array_equal(lt.resid_pre, tr.x)
+        np.testing.assert_allclose(lt.resid_mid, tr.x + lt.ln_attn_out, atol=1e-6)

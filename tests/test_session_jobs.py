@@ -39,6 +39,7 @@ def test_sync_mode_delivers_at_once_on_the_gui_thread(qtbot, tiny_checkpoint):
     assert result.inputs == [3, 4, 5]
 
 
+@pytest.mark.slow
 def test_slow_mode_runs_on_the_worker_and_keeps_only_the_newest_per_requester(qtbot, async_session):
     s = async_session
     a, b = QObject(), QObject()
@@ -92,6 +93,7 @@ def test_an_error_reaches_the_requester_and_the_status_bar(qtbot, async_session)
     assert messages == [f"QObject probe: {got[0].error}"]
 
 
+@pytest.mark.slow
 def test_the_window_shows_a_failed_job_in_the_status_bar(qtbot, tmp_path, tiny_checkpoint, dialogs):
     from explorer_helpers import make_window
 

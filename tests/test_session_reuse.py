@@ -179,6 +179,7 @@ def test_a_model_fast_to_append_but_slow_whole_stays_off_the_gui_thread(qtbot, c
     s.shutdown()
 
 
+@pytest.mark.slow
 def test_a_hidden_panel_keeps_no_trace_buffers_alive(qtbot, tmp_path, tiny_tokenizer):
     """Panels keep copies, not views of a trace's row buffers: typing alternates between two
     buffers however many panels drew an older trace (model.tracing.reuse writes only unviewed rows)."""

@@ -13,6 +13,7 @@ from explorer.qt import settings as stored
 from explorer.qt.files.opening import recall, settings_key
 from explorer_helpers import make_window
 from model import save_checkpoint
+from conftest import SAFETY_NET_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,6 +117,7 @@ def good_file(tmp_path, tiny_tokenizer):
     return path
 
 
+@pytest.mark.slow
 def test_the_window_starts_on_defaults_from_a_damaged_file(qtbot, tmp_path, damaged, tiny_checkpoint, dialogs,
                                                              good_file):
     """recent_files as a byte array raised TypeError on opening a file (and in Open Recent);
@@ -146,6 +148,7 @@ def test_remembered_answers_that_are_damaged_are_not_used(tmp_path, good_file):
         assert (answers.n_heads, answers.vocab_path, answers.allow_no_tokenizer) == (expected, None, False)
 
 
+@pytest.mark.slow
 def test_the_command_starts_with_a_damaged_settings_file(tmp_path, damaged, good_file):
     """`transformer-explorer PATH` died at start-up with a TypeError (recent_files as a byte array)."""
     config = tmp_path / "config"
@@ -154,7 +157,7 @@ def test_the_command_starts_with_a_damaged_settings_file(tmp_path, damaged, good
     conf.write_text(DAMAGED, encoding="utf-8")
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(config))
     r = subprocess.run([sys.executable, "-m", "explorer", str(good_file), "--startup-time"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=SAFETY_NET_S)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "model loaded and drawn" in r.stdout
     assert str(good_file.resolve()) in conf.read_text(encoding="utf-8")  # the file was opened and remembered

@@ -124,6 +124,7 @@ def _edit_tokenizers():
 EDIT_TOKENIZERS = _edit_tokenizers()
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(base=st.lists(st.sampled_from(PIECES), min_size=0, max_size=60),
        edit=st.lists(st.sampled_from(PIECES), max_size=3), where=st.floats(0, 1), removed=st.integers(0, 6),

@@ -13,6 +13,7 @@ import torch
 from model import load_checkpoint
 from model.training import data
 from model.train import log_spaced_steps, lr_at, main
+from conftest import SAFETY_NET_S
 
 NAMES = ["lily", "tom", "sue", "ben", "max", "mia"]
 THINGS = ["ball", "cat", "dog", "kite", "cake", "box"]
@@ -78,6 +79,7 @@ def test_schedules():
     assert lr_at(100, 100, 1.0, 10, 0.1) == pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_short_run_lowers_loss_and_checkpoint_loads_and_traces(texts, tmp_path):
     out = tmp_path / "m.safetensors"
     assert _train(texts, out, "--steps", "60", "--lr", "1e-2", "--snapshots", "3") == 0
@@ -191,11 +193,12 @@ def test_diverging_run_writes_nothing_and_keeps_the_old_checkpoint(texts, tmp_pa
     load_checkpoint(out)
 
 
+@pytest.mark.slow
 def test_bad_input_from_the_shell(texts, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "model.train", "--corpus", str(tmp_path / "none.txt"),
          "--val", str(texts[1]), "--out", str(tmp_path / "m.safetensors")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=SAFETY_NET_S,
     )
     assert proc.returncode == 2
     assert proc.stderr == f"error: {tmp_path / 'none.txt'}: no such file\n"
@@ -237,6 +240,7 @@ def test_baselines_on_a_known_stream():
     assert losses["bigram"] < 0.1 < 1.0 < losses["unigram"]  # a cycle is certain given the last token
 
 
+@pytest.mark.slow
 def test_real_sigint_saves_and_exits_130(texts, tmp_path):
     import signal
     import time
@@ -249,13 +253,35 @@ def test_real_sigint_saves_and_exits_130(texts, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SAFETY_NET_S
     while not (snaps / "step-0000001.safetensors").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=SAFETY_NET_S)
     assert proc.returncode == 130, err
     assert "interrupted at step" in err and "Traceback" not in err
     ck = load_checkpoint(out)
     assert ck.training["interrupted"] is True and ck.training["steps"] >= 1
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_text_without_spaces_warns_about_unknown_words_and_bpe_is_the_way(tmp_path, capsys):
+    """A CJK corpus trained a word-level tokenizer in which most validation tokens were <unk>, said only
+    in the metadata; and --tokenizer with a BPE tokenizer.json (no <unk>) failed with AttributeError."""
+    import random
+
+    rng = random.Random(0)
+    chars = "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现"
+    story = lambda: "。".join("".join(rng.choice(chars) for _ in range(12)) for _ in range(6)) + "。"  # noqa: E731
+    (tmp_path / "train.txt").write_text("\n\n".join(story() for _ in range(40)), encoding="utf-8")
+    (tmp_path / "val.txt").write_text("\n\n".join(story() for _ in range(6)), encoding="utf-8")
+    args = ["--corpus", str(tmp_path / "train.txt"), "--val", str(tmp_path / "val.txt"), *TINY, "--steps", "3"]
+    assert main([*args, "--out", str(tmp_path / "words.safetensors")]) == 0
+    err = capsys.readouterr().err
+    share = load_checkpoint(tmp_path / "words.safetensors").training["val_unk_share"]
+    assert share >= 0.5 and err.count(f"warning: {share:.0%} of the validation tokens are <unk>") == 2  # start, end
+    assert "--tokenizer tokenizer.json" in err
+    bpe = Path(__file__).parent / "fixtures" / "arch" / "hf-gpt2" / "tokenizer.json"
+    assert main([*args, "--out", str(tmp_path / "bpe.safetensors"), "--tokenizer", str(bpe)]) == 0
+    assert load_checkpoint(tmp_path / "bpe.safetensors").training["val_unk_share"] == 0.0
+    assert "<unk>" not in capsys.readouterr().err

@@ -24,6 +24,7 @@ from model import load_checkpoint
 from model.training import data
 from model.train import main
 from test_train import TINY, _story
+from conftest import SAFETY_NET_S
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,7 +86,7 @@ def _start_ranks(argv: list[str], world_size: int) -> list[subprocess.Popen]:
     return procs
 
 
-def _wait_for_steps(log: Path, n: int, procs: list[subprocess.Popen], timeout: float = 90) -> None:
+def _wait_for_steps(log: Path, n: int, procs: list[subprocess.Popen], timeout: float = SAFETY_NET_S) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if log.exists() and log.read_text(encoding="utf-8").count('"event": "step"') >= n:
@@ -98,6 +99,7 @@ def _wait_for_steps(log: Path, n: int, procs: list[subprocess.Popen], timeout: f
     raise AssertionError(f"the ranks did not reach step {n}: {[p.communicate() for p in procs]}")
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_losses_of_one_and_ctrl_c_saves_once(texts, tmp_path, monkeypatch):
     """DDP on 2 CPU processes (gloo), batch 7 split 4 + 3: the first 20 global-batch losses equal
     one process's within 1e-4; SIGINT to both ranks stops them after the same step, rank 0
@@ -125,7 +127,7 @@ def test_two_processes_give_the_losses_of_one_and_ctrl_c_saves_once(texts, tmp_p
     _wait_for_steps(two_log, 20, procs)
     for p in procs:
         p.send_signal(signal.SIGINT)  # as a terminal's Ctrl+C reaches every process
-    results = [p.communicate(timeout=90) for p in procs]
+    results = [p.communicate(timeout=SAFETY_NET_S) for p in procs]
     assert [p.returncode for p in procs] == [130, 130], results
     (_, err0), (out1, err1) = results
     assert out1 == "" and err1 == "", "rank 1 printed something"

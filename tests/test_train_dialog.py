@@ -47,6 +47,7 @@ def _choice(text: Path, **change) -> TrainChoice:
     return TrainChoice(**{**fields, **change})
 
 
+@pytest.mark.slow
 def test_bad_choices_are_explained_before_anything_starts(window, corpus, qtbot):
     dialog = open_train_dialog(window)
     empty = corpus.with_name("empty.txt")
@@ -68,6 +69,7 @@ def test_bad_choices_are_explained_before_anything_starts(window, corpus, qtbot)
     assert not corpus.with_name("tiny.safetensors").exists() and window.session.checkpoint.path is None
 
 
+@pytest.mark.slow
 def test_a_run_ends_and_its_model_opens_with_its_snapshots(window, corpus, qtbot):
     dialog = open_train_dialog(window)
     dialog.set_choice(_choice(corpus))
@@ -91,6 +93,7 @@ def test_a_run_ends_and_its_model_opens_with_its_snapshots(window, corpus, qtbot
     assert panel.source.view.steps == log_spaced_steps(30, 4) == [0, 1, 5, 30] and panel.stops[-1].index == -1
 
 
+@pytest.mark.slow
 def test_snapshots_stream_in_and_cancel_saves_the_model_reached(window, corpus, qtbot, monkeypatch):
     sent, kill = [], os.kill
     monkeypatch.setattr(os, "kill", lambda pid, sig: (sent.append(sig), kill(pid, sig)))
@@ -114,6 +117,7 @@ def test_snapshots_stream_in_and_cancel_saves_the_model_reached(window, corpus, 
     assert window.session.checkpoint.path == out and dialog.summary.text().startswith("stopped at step")
 
 
+@pytest.mark.slow
 def test_replacing_a_model_is_asked_first(window, corpus, dialogs):
     dialog = open_train_dialog(window)
     out = corpus.with_name("tiny.safetensors")
@@ -123,3 +127,15 @@ def test_replacing_a_model_is_asked_first(window, corpus, dialogs):
     assert dialog.problem.text() == "" and dialog.start() is False and dialog.run is None
     assert "tiny.safetensors exists" in dialogs.confirms[0][1] and out.read_bytes() == b"an earlier model"
     assert not corpus.with_name("tiny-text").exists()  # nothing split or written
+
+
+def test_cancel_before_training_starts_ends_the_run_cleanly(window, corpus, qtbot):
+    """Cancel in the first seconds (Python starting, torch importing, the text read) ended with "the run
+    ended (status -1): KeyboardInterrupt" and left the held-out OUT-text/ folder behind."""
+    dialog = open_train_dialog(window)
+    dialog.set_choice(_choice(corpus))
+    assert dialog.start() and corpus.with_name("tiny-text").is_dir()
+    dialog.cancel()  # at once: long before the command's first step
+    qtbot.waitUntil(lambda: dialog.run.exit_code is not None, timeout=RUN_MS)
+    assert dialog.run.stopped_early and dialog.summary.text() == "stopped before training started: nothing was written."
+    assert not corpus.with_name("tiny-text").exists() and not corpus.with_name("tiny.safetensors").exists()

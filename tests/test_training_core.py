@@ -146,3 +146,14 @@ def test_the_text_check_reads_only_the_start_and_names_the_fault(tmp_path):
         data.check_text_file(spaces, chunk_bytes=8)
     with pytest.raises(data.CorpusError, match="not a file"):
         data.check_text_file(tmp_path)
+
+
+def test_the_log_says_when_the_validation_text_is_mostly_unknown_words():
+    from explorer.core.train_log import TrainLog
+
+    log = TrainLog()
+    log.feed('{"event": "start", "steps": 10, "tokens_per_step": 8, "val_unk_share": 0.56}\n')
+    assert log.val_unk_share == 0.56 and log.summary().endswith("56% of the validation tokens are <unk>")
+    quiet = TrainLog()
+    quiet.feed('{"event": "start", "steps": 10, "tokens_per_step": 8, "val_unk_share": 0.01}\n')
+    assert "<unk>" not in quiet.summary()

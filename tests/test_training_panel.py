@@ -49,6 +49,7 @@ def window(qtbot, tmp_path, run, dialogs):
     return w
 
 
+@pytest.mark.slow
 def test_snapshots_are_found_ordered_and_misfits_listed(window, run):
     panel = window.panels["training"]
     assert panel.source.view.steps == [0, 2, 10, 30]
@@ -59,6 +60,7 @@ def test_snapshots_are_found_ordered_and_misfits_listed(window, run):
     assert panel.step_label.text() == "the model you opened (step 40)"
 
 
+@pytest.mark.slow
 def test_a_slider_step_shows_that_snapshot_s_trace_with_the_selection_kept(window, run, qtbot):
     s, panel = window.session, window.panels["training"]
     s.set_layer(1)
@@ -157,6 +159,7 @@ def test_another_run_s_folder_opens_its_last_snapshot(window, tmp_path, tiny_tok
     assert s.snapshot_step == 0 and s.loaded_checkpoint.path.name == "s9.safetensors"
 
 
+@pytest.mark.slow
 def test_a_run_s_snapshots_stream_in(window, tmp_path, tiny_tokenizer):
     panel, folder = window.panels["training"], tmp_path / "live-snapshots"
     panel.follow_folder(folder)
@@ -194,6 +197,7 @@ def test_show_snapshot_takes_only_the_loaded_model_s_shape_and_vocabulary(qtbot,
     assert s.checkpoint is s.loaded_checkpoint and s.snapshot_step is None
 
 
+@pytest.mark.slow
 def test_play_steps_through_to_the_model_you_opened(window, qtbot):
     s, panel = window.session, window.panels["training"]
     panel._player.setInterval(5)
@@ -209,6 +213,7 @@ def test_play_steps_through_to_the_model_you_opened(window, qtbot):
     panel.play_button.click()
 
 
+@pytest.mark.slow
 def test_the_command_line_shows_a_step(monkeypatch, tmp_path, run, qapp, tiny_tokenizer, capsys):
     import explorer.app as app_module
 
@@ -231,6 +236,7 @@ def test_the_command_line_shows_a_step(monkeypatch, tmp_path, run, qapp, tiny_to
     assert "--step 1: No training snapshots found for lone" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_folder_of_one_snapshot_and_a_damaged_file(window, tmp_path, tiny_tokenizer, dialogs, qtbot):
     """It said "1 snapshots, steps 5 to 5", and the step axis of a run under 9 steps (and any plot
     whose values stay under 1) read "(x0.001)": pyqtgraph's SI prefix on a unitless axis."""
@@ -250,6 +256,7 @@ def test_a_folder_of_one_snapshot_and_a_damaged_file(window, tmp_path, tiny_toke
             assert "(x" not in plot.getAxis(name).labelString(), (name, plot.getAxis(name).labelString())
 
 
+@pytest.mark.slow
 def test_the_difference_of_snapshots_whose_logits_are_not_numbers(qtbot, tmp_path, tiny_tokenizer, dialogs):
     """It said "'<unk>' gained most (+nan)" over 12 columns ranked by NaN."""
     from test_nonfinite import huge_qk
@@ -270,3 +277,18 @@ def test_the_difference_of_snapshots_whose_logits_are_not_numbers(qtbot, tmp_pat
     assert np.isnan(diff.diff.probs[-1]).all()
     assert diff.note.text().endswith("After the last token, the probabilities of one of the two steps are not "
                                      "numbers (NaN or inf).") and "nan" not in diff.note.text()
+
+
+def test_the_curves_of_a_long_run_are_computed_over_an_even_spread_of_its_snapshots(window, run, monkeypatch, qtbot):
+    """3,000 snapshots were traced on every text change (on the GUI thread while the model was fast)."""
+    from explorer.core.training_views import curve_snapshots
+    import explorer.qt.panels.training.panel as training_panel
+
+    assert curve_snapshots(list(range(10)), 4) == (0, 3, 6, 9)  # first and last kept
+    assert curve_snapshots(list(range(3)), 4) == (0, 1, 2)
+    monkeypatch.setattr(training_panel, "CURVE_SNAPSHOTS", 3)
+    monkeypatch.setattr(training_panel, "curve_snapshots", lambda snaps: curve_snapshots(snaps, 3))
+    panel = window.panels["training"]
+    panel.open_folder(run.parent / "run-snapshots")
+    qtbot.waitUntil(lambda: panel.curves is not None and len(panel.curves.steps) == 3, timeout=10000)
+    assert panel.curves.steps.tolist() == [0, 10, 30] and "the curves run over 3 of them" in panel.folder_label.text()

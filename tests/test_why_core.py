@@ -108,3 +108,29 @@ def test_the_model_seen_through_interventions_applies_them_unless_others_are_giv
         np.testing.assert_allclose(seen(torch.tensor(IDS)).numpy(), model.trace(IDS, interventions=off).logits,
                                    atol=1e-6)
     assert seen.config is model.config and seen.blocks is model.blocks
+
+
+def test_heads_switched_off_are_left_out_of_the_attention_mean_and_the_marks():
+    """The mean and the ◆ marks counted the weights of heads switched off, which read nothing; with
+    every head off the summary still ranked tokens by attention."""
+    model = family_model("gpt2")
+    n_layers, n_heads = model.config.n_layers, model.config.n_heads
+    off = Interventions(ablate=[(layer, 1) for layer in range(n_layers)])
+    tr = model.trace(IDS, interventions=off)
+    ex = explain(model, tr, 6)
+    on = np.ones((n_layers, n_heads), dtype=bool)
+    on[:, 1] = False
+    np.testing.assert_allclose(ex.mean_attention(), ex.attention[on].mean(axis=0))
+    assert not np.allclose(ex.mean_attention(), ex.attention.mean(axis=(0, 1)))
+    weights = np.stack([b.attn_weights[:, 1:, 0].mean(axis=1) for b in tr.blocks])
+    assert ex.first_token_mean == pytest.approx(float(weights[on].mean()))
+    assert why.attention_label(ex) == (f"attention a_ij, mean over the {on.sum()} heads that are on "
+                                       f"(of {n_layers} layers × {n_heads} heads)")
+    every = Interventions(ablate=[(layer, h) for layer in range(n_layers) for h in range(n_heads)])
+    dark = explain(model, model.trace(IDS, interventions=every), 6)
+    tokens = [str(i) for i in IDS]
+    assert not dark.mean_attention().any() and dark.disagreements() == []
+    assert "Every head is switched off" in why.summary(dark, tokens, str)
+    assert "gets the most attention" not in why.summary(dark, tokens, str)
+    assert "every head is switched off" in why.sink_paragraph(dark, tokens, str)
+    assert "no attention to compare" in why.disagreement_note(dark, tokens)

@@ -106,6 +106,7 @@ def test_the_target_is_chosen_in_the_panel_and_kept_while_typing(qtbot, session)
     assert panel.result.explanation.target_id == int(np.argmax(session.trace.logits[-1]))
 
 
+@pytest.mark.slow
 def test_the_next_token_panel_chooses_the_target(qtbot, window):
     s, target = window.session, ExplainTarget.of(window.session)
     bars = show(window, "next-token")
@@ -128,6 +129,7 @@ def test_the_next_token_panel_chooses_the_target(qtbot, window):
     assert s.text != TEXT and s.trace.n_tokens == 7
 
 
+@pytest.mark.slow
 def test_switching_a_head_off_in_the_panel_changes_every_trace(qtbot, window):
     s, model = window.session, window.session.model
     panel = show(window, "why")
@@ -157,6 +159,7 @@ def _tile(grid, layer, head):
     return head * grid.tile + side / 2, layer * grid.tile + side / 2
 
 
+@pytest.mark.slow
 def test_the_all_heads_grid_switches_heads_off(qtbot, window):
     s, model = window.session, window.session.model
     attention = show(window, "attention")
@@ -276,6 +279,7 @@ def _record_threads(monkeypatch, model) -> list[int]:
     return calls
 
 
+@pytest.mark.slow
 def test_a_slow_model_is_explained_off_the_gui_thread(qtbot, tiny_checkpoint, monkeypatch):
     fake_clock(monkeypatch, tiny_checkpoint, ms_per_token=5.0)  # the warm-up's 8 tokens: 40 ms, slow
     s = Session(compute_mode="auto")
@@ -296,7 +300,8 @@ def test_a_fast_model_is_traced_here_but_explained_on_the_worker(qtbot, tiny_che
     panel = shown(qtbot, WhyPanel(s))
     s.set_text(TEXT)
     assert not s.traces_off_gui_thread and s.trace.n_tokens == 6  # the trace: at once, on the GUI thread
-    assert panel.waiting and panel.status.text() == "computing…"  # the job: 3 passes, off the GUI thread
+    assert panel.waiting  # the job: 3 passes, off the GUI thread,
+    assert panel.status.text() != "computing…"  # too short to be worth a note (it would only flash)
     # 3 passes at 0.2 ms a token over at least the warm-up's 8 tokens (a pass has a fixed cost too)
     assert s.expected_ms(why.job_passes(s.config, 6, 6, False, what_ifs=False)) == pytest.approx(3 * 0.2 * 8)
     qtbot.waitUntil(lambda: panel.drawn_trace is s.trace, timeout=10000)

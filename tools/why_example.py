@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import itertools
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
+import transformer_explorer_assets as shipped
 from model import load_checkpoint
 from model.explain import explain
 
@@ -45,7 +45,7 @@ def contrast(ex) -> tuple[float, int, int]:
 
 
 def main(argv: list[str]) -> int:
-    path = argv[0] if argv else Path(__file__).resolve().parents[1] / "assets" / "tinystories-1L1H.safetensors"
+    path = argv[0] if argv else shipped.path("tinystories-1L1H.safetensors")
     torch.set_num_threads(1)  # tiny forwards: a second thread only waits on a busy machine
     ckpt = load_checkpoint(path)
     tok, model = ckpt.tokenizer, ckpt.model

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.core.architecture import score_formula
 from model import Trace
 
 SINK_FACTOR = 2.0  # a mean weight on the first token this many times an even spread's is called a sink
@@ -38,6 +39,8 @@ class SinkFacts:
     v_norm_first : float         ‖v_0‖.
     v_norm_others : float        mean ‖v_j‖ over j >= 1.
     output_share : float         mean over queries of ‖a_i0 v_0‖ / Σ_j ‖a_ij v_j‖, in [0, 1].
+    score : str                  how the score s_i0 was computed: "q_i·k_0/√d_head", or "q_i·k_0" for a
+                                 model that does not scale (GPT-Neo), from the trace's attn_scale.
     """
 
     layer: int
@@ -50,6 +53,7 @@ class SinkFacts:
     v_norm_first: float
     v_norm_others: float
     output_share: float
+    score: str = "s_i0"
 
     @property
     def is_sink(self) -> bool:
@@ -87,7 +91,8 @@ def sink_facts(trace: Trace, layer: int, head: int, scores: np.ndarray | None = 
         layer=layer, head=head, n_queries=len(w), mean_weight=float(w[:, 0].mean()),
         even_weight=float(np.mean(allowed[:, 0] / seen)), over_half=int((w[:, 0] > 0.5).sum()),
         score_gap=float(gaps.mean()) if gaps.size else float("nan"), v_norm_first=float(norms[0]),
-        v_norm_others=float(norms[1:].mean()), output_share=float(share.mean()))
+        v_norm_others=float(norms[1:].mean()), output_share=float(share.mean()),
+        score=score_formula(lt.attn_scale, v.shape[1], "i", "0"))
 
 
 def sink_line(facts: SinkFacts | None, first_token: str) -> str:
@@ -111,7 +116,7 @@ def sink_paragraph(facts: SinkFacts | None, first_token: str) -> str:
                        "as a resting place on this text.")
     text += (f"{f.over_half} of {f.n_queries} queries give it more than half. " if f.over_half else "")
     if np.isfinite(f.score_gap):
-        text += f"Its score q_i·k_0/√d_head is on average {f.score_gap:+.2f} above the other keys' of the same row. "
+        text += f"Its score {f.score} is on average {f.score_gap:+.2f} above the other keys' of the same row. "
     text += ("A row of softmax weights must sum to 1, so a head with nothing relevant to look at still puts its "
              "weight somewhere, and trained models often park it on the first token, which every query can see: "
              "an \"attention sink\" (Xiao et al. 2023). ")

@@ -6,12 +6,17 @@ from pathlib import Path
 
 import torch
 
+import transformer_explorer_assets as shipped
 from model import GPT, Checkpoint, GPTConfig
 from model.checkpoint import load_any
+from model.formats.refs import BuiltinRef
 from model.tokens.tokenizer import train_word_tokenizer
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
-DEFAULT_CHECKPOINT = ASSETS / "tinystories-1L1H.safetensors"
+ASSETS = shipped.folder()  # the shipped files: assets/ of a source tree, or the installed package data
+DEFAULT_MODEL = BuiltinRef("tinystories-1L1H")  # the course's model: one block, one head
+DEFAULT_CHECKPOINT = DEFAULT_MODEL.path
+#: The model before attention (a fixed-window MLP, model/core/window.py) trained like the default.
+BEFORE_ATTENTION = BuiltinRef("tinystories-window-mlp").path
 RANDOM_MODEL_NOTE = "seeded random model (untrained): the default checkpoint was not found"
 
 # A few sentences in the style of children's stories, only to give the random model a vocabulary.
@@ -53,7 +58,7 @@ def open_default(path: Path | None = None) -> tuple[Checkpoint, str]:
     Parameters
     ----------
     path : Path, optional
-        Defaults to :data:`DEFAULT_CHECKPOINT`.
+        Defaults to :data:`DEFAULT_CHECKPOINT` (the shipped :data:`DEFAULT_MODEL`, opened by that name).
 
     Returns
     -------
@@ -68,4 +73,5 @@ def open_default(path: Path | None = None) -> tuple[Checkpoint, str]:
     path = DEFAULT_CHECKPOINT if path is None else Path(path)
     if not path.exists():
         return random_checkpoint(), RANDOM_MODEL_NOTE
-    return load_any(path), ""
+    # The shipped file by its name (builtin:NAME), so that Reload and Open Recent find it after an upgrade.
+    return load_any(DEFAULT_MODEL if path == DEFAULT_MODEL.path else path), ""

@@ -194,7 +194,7 @@ class HeadScores:
             else:
                 kv = lt.kv_head(head)
                 rows = scores_from(lt.q[head:head + 1, start:], lt.k[kv:kv + 1], lt.attn_mask[start:],
-                                   lt.attn_scale)[0]  # (T - start, T)
+                                   lt.attn_scale, lt.attn_softcap)[0]  # (T - start, T)
             part = self._buf[start:T]
             part[:, T:] = -np.inf  # right of the diagonal: masked (rows are reused only when causal)
             part = part[:, :T]

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.core.softmax import softmax
+from model.generate import Sampling, sampling_distribution
 
 
 def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """Next-token probabilities softmax(logits / temperature).
+    """Next-token probabilities softmax(logits / temperature): generation's own sampling
+    distribution (:func:`model.generate.sampling_distribution`) without top-k or top-p, so the
+    bars show the distribution Generate draws from at that temperature.
 
     Parameters
     ----------
@@ -30,18 +32,10 @@ def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
         When temperature is negative or not finite, or a logit is not a finite number (NaN or
         inf: there are then no probabilities to give, and 0 bits of entropy would be a lie).
     """
-    t = float(temperature)
-    if not np.isfinite(t) or t < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     z = np.asarray(logits, dtype=np.float64)
-    if not np.isfinite(z).all():
-        raise ValueError(f"{int(np.count_nonzero(~np.isfinite(z)))} of {z.size} logits are not numbers (NaN or inf)")
-    if t == 0.0:
-        out = np.zeros_like(z)
-        if z.size:
-            out[int(np.argmax(z))] = 1.0
-        return out
-    return softmax(z / t)
+    if not z.size:
+        return z.copy()
+    return sampling_distribution(z, Sampling(temperature=float(temperature)))
 
 
 def entropy_bits(probs: np.ndarray) -> float:
@@ -92,35 +86,3 @@ def top_k(logits: np.ndarray, k: int, temperature: float = 1.0) -> TopK:
     candidates = np.argpartition(scores, k - 1)[:k] if 0 < k < scores.shape[0] else np.arange(scores.shape[0])
     order = candidates[np.lexsort((candidates, scores[candidates]))][:k]  # by logit, then by id
     return TopK(ids=order.astype(np.int64), probs=probs[order], entropy=entropy_bits(probs))
-
-
-def append_token(text: str, piece: str, word_level: bool) -> str:
-    """The text with a chosen next token appended.
-
-    Parameters
-    ----------
-    text : str
-    piece : str
-        The token's decoded text (``tokenizer.decode([id])``).
-    word_level : bool
-        True for word tokenizers, where words are separated by a space that the tokens do not
-        carry: a space is inserted before a word that follows a non-space character.
-        Punctuation is appended directly. Subword tokenizers (GPT-2 BPE) carry their own spaces.
-    """
-    if word_level and piece[:1].isalnum() and text and not text[-1].isspace():
-        return text + " " + piece
-    return text + piece
-
-
-def insert_after(text: str, end: int, piece: str, word_level: bool) -> str:
-    """``text`` with a token's text inserted at character ``end`` (where the token it follows
-    ends), spaced as :func:`append_token` spaces it.
-
-    At ``end = len(text)`` this is :func:`append_token`. Inside the text, a word-level piece
-    gets a space after it when the following text starts with a word character.
-    """
-    head = append_token(text[:end], piece, word_level)
-    tail = text[end:]
-    if word_level and tail[:1].isalnum():
-        head += " "
-    return head + tail

@@ -4,8 +4,8 @@ The learner's text is the prompt; each press of Generate appends tokens the mode
 fork replaces one generated token by an alternative the model had and continues from there. Every
 branch keeps its own tokens and, for each, what the model had when it chose it (its top
 alternatives and their probabilities), so that branches can be compared and switched back to.
-The story's ids are the model's own (what it ran on); the text shown is built from them with
-:func:`text_with_token`.
+The story's ids are the model's own (what it ran on); the text shown is their rendering, and
+the session holds them as they are (:mod:`explorer.core.held_tokens`): :func:`branch_tokens`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from explorer.core.nexttoken import append_token
-from explorer.core.token_text import append_id
+from explorer.core.held_tokens import TokenText, spliced
 from explorer.core.views import token_label
 from model.generate import Sampling, Step
-from model.tokens.names import WORD
 
 MAX_BRANCHES = 12  # a small list: the oldest fork is forgotten after this many
-DECODE_CONTEXT = 16  # the prompt's last ids decoded with the generated ones (branch_text)
 
 
 @dataclass(frozen=True)
@@ -77,20 +74,27 @@ class Branch:
 
 @dataclass
 class Story:
-    """The prompt (the learner's text and its ids) and the branches generated from it.
+    """The prompt (the learner's text and its tokens) and the branches generated from it.
 
     Attributes
     ----------
-    prompt_text : str
-    prompt_ids : tuple of int     the encoding of ``prompt_text`` (the whole text, before cropping).
+    prompt : TokenText            the text and its tokens when the story began (the whole text).
     branches : list of Branch     at least one.
     current : int                 the branch shown.
     """
 
-    prompt_text: str
-    prompt_ids: tuple[int, ...]
+    prompt: TokenText
     branches: list[Branch] = field(default_factory=lambda: [Branch()])
     current: int = 0
+
+    @property
+    def prompt_text(self) -> str:
+        return self.prompt.text
+
+    @property
+    def prompt_ids(self) -> tuple[int, ...]:
+        """The prompt's token ids (the whole text, before cropping)."""
+        return tuple(int(i) for i in self.prompt.encoding.ids)
 
     @property
     def branch(self) -> Branch:
@@ -165,31 +169,14 @@ class Story:
         return f"{index + 1} · fork at {b.fork_at + 1}: {chosen!r}{was} · {len(b.steps)} tokens · …{tail}"
 
 
-def text_with_token(text: str, token_id: int, tokenizer) -> str:
-    """``text`` with one token appended as the editor shows it: its decoded piece (a space before a
-    word of a word-level vocabulary), or ``, id`` for a model without a vocabulary."""
-    if tokenizer is None:
-        return append_id(text, int(token_id))
-    piece = tokenizer.decode([int(token_id)]) or tokenizer.id_to_token(int(token_id))
-    return append_token(text, piece, tokenizer.kind == WORD)
+def branch_tokens(story: Story, tokenizer, branch: int | None = None) -> TokenText:
+    """The text and tokens of a branch: the prompt, then its generated ids as they are (held), their
+    rendering in the text (:func:`~explorer.core.held_tokens.spliced`: a character the model
+    wrote in several byte tokens is that character; a byte that completes none is U+FFFD)."""
+    n = len(story.prompt.encoding)
+    return spliced(tokenizer, story.prompt, n, n, story.branches[story.current if branch is None else branch].ids)
 
 
 def branch_text(story: Story, tokenizer, branch: int | None = None) -> str:
-    """The text of a branch: the prompt and its generated tokens.
-
-    A subword vocabulary's tokens are decoded together, after the prompt's last ids: a character
-    the model writes in several byte tokens (an emoji, or "é" as <0xC3> <0xA9>) is then that
-    character, where each byte decoded alone gave "\ufffd" and the text held "\ufffd\ufffd" instead of
-    what the model wrote. Word-level tokens and typed ids are appended one by one
-    (:func:`text_with_token`).
-    """
-    ids = story.branches[story.current if branch is None else branch].ids
-    if tokenizer is not None and tokenizer.kind != WORD and ids:
-        before = [int(i) for i in story.prompt_ids[-DECODE_CONTEXT:]]  # a decoder may treat the first id apart
-        head, whole = tokenizer.decode(before), tokenizer.decode(before + ids)
-        if whole.startswith(head):
-            return story.prompt_text + whole[len(head):]
-    text = story.prompt_text
-    for token_id in ids:
-        text = text_with_token(text, token_id, tokenizer)
-    return text
+    """The text of a branch (:func:`branch_tokens`)."""
+    return branch_tokens(story, tokenizer, branch).text

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from model import Encoding, Tokenizer
+from model.tokens.names import unnamed
 
 _PIECE = re.compile(r"[^\s,;]+")  # one typed item between separators
 
@@ -53,7 +54,7 @@ def ids_encoding(text: str, vocab_size: int) -> tuple[Encoding, list[str]]:
         digits = piece.lstrip("0") or "0"
         if piece.isascii() and piece.isdigit() and len(digits) <= len(str(vocab_size)) and int(digits) < vocab_size:
             ids.append(int(piece))
-            tokens.append(f"#{int(piece)}")
+            tokens.append(unnamed(piece))
             spans.append((m.start(), m.end()))
         else:
             ignored.append(piece)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 from model import Trace
+from model.tracing.reuse import prepare_spare
 
 HISTORY = 256  # traces remembered for rows_unchanged (a panel further behind redraws everything)
 ALL_ROWS = 2 ** 62  # rows_unchanged of a trace and itself (callers take the min with T)
@@ -88,6 +90,15 @@ class TraceChain:
             self._made.append(_Made(serial, base if reused else None, reused))
             self.owner, self._latest, self._latest_serial = owner, trace, serial
         return trace, serial
+
+    def prepare_spare(self, should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Copy the latest trace's rows into a second row store ahead of the next edit
+        (:func:`model.tracing.reuse.prepare_spare`), so that an edit of a row it shows (the first
+        keystroke after opening a model on a long text) computes only its new rows at once.
+        Returns the rows prepared (0 without a latest trace)."""
+        with self._lock:
+            latest = self._latest
+        return prepare_spare(latest, should_stop) if latest is not None else 0
 
     def rows_unchanged(self, since: int | None, now: int | None) -> int:
         """How many leading rows trace ``now`` shares with trace ``since`` (both serials from

@@ -7,6 +7,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from model.training.data import unknown_warning
+
 
 @dataclass
 class TrainLog:
@@ -22,6 +24,7 @@ class TrainLog:
     val : list of (step, val_loss)     validation losses, nats per token.
     snapshots : list of (step, path)   snapshot files written.
     snapshot_dir, out : str or None    from the ``start`` line.
+    val_unk_share : float or None      the share of <unk> in the validation text (``start`` line).
     status : str or None               the ``end`` line's status: done, interrupted or diverged.
     bad_lines : int                    lines that were not JSON objects (skipped).
     """
@@ -35,6 +38,7 @@ class TrainLog:
     snapshots: list[tuple[int, str]] = field(default_factory=list)
     snapshot_dir: str | None = None
     out: str | None = None
+    val_unk_share: float | None = None
     status: str | None = None
     bad_lines: int = 0
     _partial: str = ""
@@ -65,6 +69,8 @@ class TrainLog:
             self.steps = int(e.get("steps", 0))
             self.tokens_per_step = int(e.get("tokens_per_step", 0))
             self.snapshot_dir, self.out = e.get("snapshot_dir"), e.get("out")
+            share = e.get("val_unk_share")
+            self.val_unk_share = float(share) if isinstance(share, (int, float)) and not isinstance(share, bool) else None
         elif kind == "step":
             self.step = int(e["step"])
             self.train_s = float(e.get("train_s", self.train_s))
@@ -107,6 +113,8 @@ class TrainLog:
         left = self.seconds_left
         if left is not None and self.status is None:
             parts.append(f"about {duration(left)} left")
+        if unknown_warning(self.val_unk_share):
+            parts.append(f"{self.val_unk_share:.0%} of the validation tokens are <unk>")
         return " · ".join(parts)
 
 

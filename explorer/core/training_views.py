@@ -66,7 +66,8 @@ class SliderStop:
     label: str
 
 
-def slider_stops(steps: Sequence[int], final_step: int | None) -> list[SliderStop]:
+def slider_stops(steps: Sequence[int], final_step: int | None, identical: Sequence[Sequence[int]] = (),
+                 names: Sequence[str] = ()) -> list[SliderStop]:
     """The slider's positions: one per snapshot, and one for the loaded ("final") model.
 
     Parameters
@@ -76,12 +77,41 @@ def slider_stops(steps: Sequence[int], final_step: int | None) -> list[SliderSto
     final_step : int or None
         The loaded model's training step, when the snapshots are its run's; None when they are
         not (a folder of another run, a run still training): no final position then.
+    identical : sequence of sequences of int, optional
+        Per snapshot, the indices of the others with the same weights (a series that served one
+        checkpoint under several steps): their labels say so.
+    names : sequence of str, optional
+        Per snapshot, a name to give (a Hub revision's); "" for none.
     """
     n = len(steps)
-    stops = [SliderStop(int(s), i, f"snapshot {i + 1} of {n}: step {int(s):,}") for i, s in enumerate(steps)]
+    stops = []
+    for i, s in enumerate(steps):
+        label = f"snapshot {i + 1} of {n}: step {int(s):,}"
+        if i < len(names) and names[i]:
+            label += f" (revision {names[i]})"
+        same = list(identical[i]) if i < len(identical) else []
+        if same:
+            shown = ", ".join(f"{int(steps[j]):,}" for j in same[:3]) + (f" and {len(same) - 3} more" if len(same) > 3 else "")
+            label += f" · the very same weights as step{'s' * (len(same) > 1)} {shown}"
+        stops.append(SliderStop(int(s), i, label))
     if final_step is not None:
         stops.append(SliderStop(int(final_step), -1, f"the model you opened (step {int(final_step):,})"))
     return stops
+
+
+#: The curves of the current text run over at most this many snapshots (each is a forward pass per
+#: text change): all of a run of 14, an even spread (the first and last included) of 3,000.
+CURVE_SNAPSHOTS = 200
+
+
+def curve_snapshots(snapshots: Sequence, limit: int = CURVE_SNAPSHOTS) -> tuple:
+    """The snapshots the curves are computed over: every one up to ``limit``, else ``limit`` of them
+    spread evenly by index, the first and the last included (in step order)."""
+    n = len(snapshots)
+    if n <= limit:
+        return tuple(snapshots)
+    keep = np.unique(np.round(np.linspace(0, n - 1, limit)).astype(np.int64))
+    return tuple(snapshots[int(i)] for i in keep)
 
 
 def head_curves(curves: TrainingCurves, layer: int, head: int) -> dict[str, np.ndarray]:

@@ -34,7 +34,8 @@ Name = Callable[[int], str]  # token id -> its display text
 
 #: Names of the parts of the logit that are not a source token (Explanation.dla.components).
 COMPONENT_NAMES = {"tok_emb": "token embedding e_i", "pos_emb": "positional p_i", "attn.b_V": "value bias",
-                   "attn.b_O": "W_O's bias", "mlp": "MLP", "ln_f.bias": "final norm's shift β"}
+                   "attn.b_O": "W_O's bias", "mlp": "MLP", "ln_f.bias": "final norm's shift β",
+                   "ln_attn_out.bias": "attention norm's shift", "unembed.bias": "unembedding bias"}
 
 #: Leave-one-out costs up to one forward of the text per source hidden, so the job hides at most
 #: LOO_MAX_SOURCES sources (as many bars as a learner reads), and fewer where they would cost more
@@ -167,26 +168,47 @@ def toggled_head(iv: Interventions, layer: int, head: int) -> Interventions:
     return iv.with_ablated([pair])
 
 
-def stage_title(stage: str, positional: str) -> str:
+def stage_title(stage: str, positional: str, sequential: bool = True) -> str:
     """A logit-lens stage's column title: ``x`` is the embeddings (e_i + p_i with a learned table),
-    ``blocks.L.resid_mid`` "+ attention L", ``blocks.L.resid_post`` "+ MLP L"."""
+    ``blocks.L.resid_mid`` "+ attention L", ``blocks.L.resid_post`` "+ MLP L" ("+ attention & MLP L"
+    for a parallel block, which adds both at once)."""
     if stage == "x":
         return "embeddings e + p" if positional == "learned" else "embeddings e"
     layer, part = stage.split(".")[1:3]
-    return f"+ attention L{layer}" if part == "resid_mid" else f"+ MLP L{layer}"
+    if part == "resid_mid":
+        return f"+ attention L{layer}"
+    return f"+ MLP L{layer}" if sequential else f"+ attention & MLP L{layer}"
+
+
+def heads_off(ex: Explanation) -> int:
+    """How many heads the session's interventions switch off in the explained trace."""
+    return 0 if ex.heads_on is None else int((~ex.heads_on).sum())
 
 
 def attention_label(ex: Explanation) -> str:
-    """What the attention column is: the one head's weight, or the mean over layers and heads."""
+    """What the attention column is: the one head's weight, or the mean over the layers and heads
+    that are on (a head switched off reads nothing, so its weights are left out)."""
     n_layers, n_heads = ex.attention.shape[:2]
+    off = heads_off(ex)
+    if off == n_layers * n_heads:
+        return "attention a_ij: none, every head is switched off"
     if n_layers * n_heads == 1:
         return "attention a_ij (layer 0, head 0)"
-    return f"attention a_ij, mean over {n_layers} layer{'s' * (n_layers > 1)} × {n_heads} heads"
+    whole = f"{n_layers} layer{'s' * (n_layers > 1)} × {n_heads} heads"
+    if off:
+        return f"attention a_ij, mean over the {n_layers * n_heads - off} heads that are on (of {whole})"
+    return f"attention a_ij, mean over {whole}"
 
 
 def mean_attention(ex: Explanation) -> np.ndarray:
-    """(S,) the weight of query i on each source, averaged over layers and heads (rows sum to 1)."""
-    return ex.attention.mean(axis=(0, 1))
+    """(S,) the weight of query i on each source, averaged over the layers and heads that are on
+    (rows sum to 1; zeros when every head is off: :meth:`Explanation.mean_attention`)."""
+    return ex.mean_attention()
+
+
+def all_heads_off(ex: Explanation) -> bool:
+    """Whether every head is switched off: no token reaches the prediction through attention."""
+    return heads_off(ex) == ex.attention.shape[0] * ex.attention.shape[1] > 0
 
 
 def head_contributions(ex: Explanation) -> np.ndarray:
@@ -245,6 +267,9 @@ def summary(ex: Explanation, tokens: list[str], name: Name) -> str:
     text = (f"After {tokens[i]!r} (position {i}) the model gives {target} p = {ex.prob:.3f} "
             f"(logit {ex.logit:.3f}).")
     others, hidden = [j for j in range(ex.n_sources) if j != i], hidden_sources(ex)
+    if all_heads_off(ex):
+        return text + (" Every head is switched off: no earlier token reaches the prediction through attention, "
+                       "so none is ranked by it.")
     if not hidden or not others:
         return text
     a, e = mean_attention(ex), ex.leave_one_out
@@ -273,9 +298,12 @@ def sink_paragraph(ex: Explanation, tokens: list[str], name: Name) -> str:
     i = ex.position
     if i == 0 and ex.causal:
         return "Attention on the first token: the query is the first token, which can only attend to itself."
+    if all_heads_off(ex):
+        return "Attention on the first token: every head is switched off, so no attention reaches the prediction."
     a = mean_attention(ex)
     a0 = float(a[0])
-    where = "averaged over layers and heads" if ex.attention.shape[0] * ex.attention.shape[1] > 1 else "layer 0, head 0"
+    where = ("layer 0, head 0" if ex.attention.shape[0] * ex.attention.shape[1] == 1 else
+             "averaged over the heads that are on" if heads_off(ex) else "averaged over layers and heads")
     mean = "" if math.isnan(ex.first_token_mean) else (
         f" (over every query after the first, {ex.first_token_mean:.3f} on average)")
     text = (f"Attention sink: query {i} puts {a0:.3f} of its attention ({where}) on the first token "
@@ -309,14 +337,19 @@ def sum_check(ex: Explanation) -> str:
     sources = float(ex.dla.sources.sum())
     total = sources + ex.dla.other
     parts = ", ".join(f"{component_name(k)} {v:+.4f}" for k, v in ex.dla.components.items())
+    c = ex.dla.softcap
+    model = (f"the model's logit before its soft cap is {ex.dla.logit:.4f} (difference {abs(total - ex.dla.logit):.1e}), "
+             f"and {c:g}·tanh(z/{c:g}) makes it {ex.logit:.4f}" if c else
+             f"the model's logit is {ex.logit:.4f} (difference {abs(total - ex.logit):.1e})")
     return (f"Sum check: the sources' direct contributions {sources:.4f} + the other parts {ex.dla.other:.4f} = "
-            f"{total:.4f}; the model's logit is {ex.logit:.4f} (difference {abs(total - ex.logit):.1e}). "
-            f"Other parts: {parts}.")
+            f"{total:.4f}; {model}. Other parts: {parts}.")
 
 
 def disagreement_note(ex: Explanation, tokens: list[str]) -> str:
     """Which tokens are marked, and the rule that marked them (Explanation.disagreements)."""
     marked = ex.disagreements()
+    if all_heads_off(ex):
+        return "Every head is switched off: there is no attention to compare with the effect."
     if len(hidden_sources(ex)) < 2:
         return "Too few earlier tokens to compare attention with effect."
     rule = ("◆ marks a token whose share of the attention and share of the leave-one-out effect differ by "

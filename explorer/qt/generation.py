@@ -3,8 +3,8 @@
 :class:`Generator` (one per session, :meth:`Generator.of`) owns the :class:`~explorer.core.story.Story`.
 Each token is one job of :meth:`Session.submit` (on the worker thread when the model is slow): the
 job runs :func:`model.generate.next_token` on the story's ids with the run's random generator, and
-its result is appended to the story and to the session's text, which the panels then trace and draw
-(the tokens stream in). The next step starts in a later turn of the event loop, so the window
+its result is appended to the story and to the session's tokens as the id it is (its text is its
+rendering: :meth:`Session.insert_tokens`), which the panels then trace and draw (the tokens stream in). The next step starts in a later turn of the event loop, so the window
 repaints and input is handled between tokens, and Stop takes effect at once. The random state
 travels with each job, so a run of N tokens with a seed gives exactly what
 ``model.generate.generate`` (and ``python -m model.trace --generate N --seed S``) gives.
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from explorer.core.story import Generated, Story, branch_text
+from explorer.core.story import Generated, Story, branch_tokens
 from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.session import Session
 from model.generate import Sampling, next_token
@@ -115,8 +115,8 @@ class Generator(QObject):
         if not len(s.encoding):
             self._finish("type a text first: generation continues it")
             return
-        if self.story is None or s.text != branch_text(self.story, s.tokenizer):
-            self.story = Story(s.text, tuple(int(i) for i in s.encoding.ids))
+        if self.story is None or not self._shows(branch_tokens(self.story, s.tokenizer)):
+            self.story = Story(s.token_text)
             self.sig_story_changed.emit()
         self._run(n, sampling)
 
@@ -182,10 +182,9 @@ class Generator(QObject):
         self.story.extend(Generated.from_step(step, self._sampling))
         self._done += 1
         self._left -= 1
-        self._expected_text = branch_text(self.story, self.session.tokenizer)
         self.status = f"generating {self._done} of {self._done + self._left}…"
-        self.session.set_text(self._expected_text)  # the panels trace and draw the new token
-        self._expected_text = self.session.text  # as the session stores it (line breaks normalised)
+        self.session.insert_tokens(len(self.session.encoding), [step.token_id])  # the panels trace and draw it
+        self._expected_text = self.session.text
         self.sig_story_changed.emit()
         if self._left > 0:
             self._timer.start()  # the next token in a later turn: the window repaints in between
@@ -201,8 +200,13 @@ class Generator(QObject):
         self.sig_story_changed.emit()
 
     def _show_branch(self) -> None:
-        self.session.set_text(branch_text(self.story, self.session.tokenizer))
+        self.session.set_tokens(branch_tokens(self.story, self.session.tokenizer))
         self.sig_story_changed.emit()
+
+    def _shows(self, tt) -> bool:
+        """Whether the session holds this text and these tokens."""
+        s = self.session
+        return s.text == tt.text and tuple(s.encoding.ids) == tuple(tt.encoding.ids)
 
     def _on_session_model_changed(self) -> None:
         """Another model: stop; keep the story only while the new tokenizer reads the prompt alike."""

@@ -1,29 +1,34 @@
-"""The main window: assembles the docks of every registered panel, the menus and the status bar."""
+"""The main window: assembles the docks of every registered panel, the menus and the status bar.
+
+This module imports nothing that needs torch at its top: ``MainWindow(starting=True)`` is the window
+with its docks (empty), layout and status bar, shown while torch is imported; :meth:`MainWindow.finish`
+then imports the panels, the session and the File menu's actions (which need torch) and builds them.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QWidget
 
-from explorer.core.defaults import ASSETS
-from explorer.qt import theme
-from explorer.qt.files.actions import FileActions
-from explorer.qt.files.export import ExportMenu
-from explorer.qt.widgets.interventions_status import InterventionsStatus
+import transformer_explorer_assets as shipped
+from explorer.qt.widgets.status_line import StatusLine
 from explorer.qt.widgets.panel_scroll import panel_scroll
 from explorer.qt.panels import PANELS
-from explorer.qt.session import Session
 from explorer.qt.settings import WINDOW_GEOMETRY, WINDOW_STATE
-from explorer.qt.train.dialog import open_train_dialog
-from model import Checkpoint
+
+if TYPE_CHECKING:
+    from explorer.qt.session import Session
+    from model import Checkpoint
 
 APP_NAME = "Transformer Explorer"
 LEFT_SHARE = 0.28  # of the window's width: the text, generation and next-token column
-ICON = ASSETS / "icons" / "transformer-explorer.svg"
+ICON = shipped.path("icons", "transformer-explorer.svg")
 SNAPSHOT_NOTE = "Training panel: Final model or End goes back"
+STARTING_MENUS = ("&File", "&View", "&Help")  # shown, disabled, while torch is imported
 
 
 def default_settings() -> QSettings:
@@ -32,55 +37,88 @@ def default_settings() -> QSettings:
 
 
 class MainWindow(QMainWindow):
-    """Docks for every panel in :data:`explorer.qt.panels.PANELS`, the File and View menus, a status bar;
-    what the File menu does is :attr:`files` (:class:`~explorer.qt.files.actions.FileActions`).
+    """Docks for every panel in :data:`explorer.qt.panels.PANELS`, the File, View and Help menus, a status
+    bar; what the File menu does is :attr:`files` (:class:`~explorer.qt.files.actions.FileActions`).
 
     Parameters
     ----------
     session : Session, optional
-        Created when not given.
+        Created when not given; with ``starting=True`` it is :meth:`finish`'s to take (refused here).
     settings : QSettings, optional
         Where layout, recent files and panel settings are remembered (tests pass a temporary file).
+    starting : bool
+        True builds only the frame: the docks (empty), the saved layout and the status bar, with
+        nothing imported that needs torch, to be shown at once; :meth:`finish` builds the rest.
+        False (the default) builds everything now.
     """
 
     def __init__(self, session: Session | None = None, settings: QSettings | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, starting: bool = False) -> None:
+        if starting and session is not None:
+            raise ValueError("a starting window takes its session in finish()")
         super().__init__(parent)
-        self.session = session or Session(parent=self)
+        self.session: Session | None = None  # until finish()
+        self.files = None  # the File menu's FileActions, from finish()
         self.settings = settings or default_settings()
         self.model_note = ""  # why the model shown is not a file (the seeded random model), for the title
-        self.files = FileActions(self)
         self.panels: dict[str, QWidget] = {}
         self.docks: dict[str, QDockWidget] = {}
         self._current_panel = "attention"
+        self._panel_pending: str | None = None  # show_panel before the window was shown
         self.setWindowTitle(APP_NAME)
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
-        self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
         self._build_docks()
-        self._build_menus()
-        self.status = QLabel()
+        self.status = StatusLine()  # the status line: what the model did, or what the start is doing
         self.statusBar().addPermanentWidget(self.status, 1)
+        for title in STARTING_MENUS:  # disabled until finish(): the menu bar has its height from the start
+            self.menuBar().addMenu(title).setEnabled(False)
+        self._restore_layout()
+        if not starting:
+            self.finish(session)
+
+    def finish(self, session: Session | None = None) -> None:
+        """Build what needs torch: the session (created when not given), the panels in their docks,
+        the menus and the status bar's links; then each panel's saved settings."""
+        from explorer.qt.files.actions import FileActions
+        from explorer.qt.session import Session
+        from explorer.qt.widgets.interventions_status import InterventionsStatus
+
+        self.session = session or Session(parent=self)
+        self.files = FileActions(self)
+        self._build_panels()
+        self.menuBar().clear()
+        self._build_menus()
         self.interventions_status = InterventionsStatus(self.session)  # heads switched off, and "Restore all"
         self.statusBar().addPermanentWidget(self.interventions_status)
         self.session.sig_timing_changed.connect(self._update_status)
         self.session.sig_model_changed.connect(self._update_title)
         self.session.sig_job_failed.connect(lambda message: self.statusBar().showMessage(message, 10000))
         self.session.sig_open_requested.connect(lambda path: self.files.open_checkpoint(Path(path)))
+        self.session.sig_panel_requested.connect(self.show_panel)
         QApplication.instance().focusChanged.connect(self._on_app_focus_changed)
-        self._restore_settings()
+        self.setAcceptDrops(True)
+        for panel in self.panels.values():
+            if hasattr(panel, "restore_settings"):
+                panel.restore_settings(self.settings)
 
     # ---- construction --------------------------------------------------------------------------
     def _build_docks(self) -> None:
-        for name, title, factory in PANELS:
-            panel = factory(self.session)
+        """One dock per registered panel, empty until :meth:`_build_panels`, in the default layout."""
+        for name, title, _factory in PANELS:
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock-{name}")
-            dock.setWidget(panel_scroll(panel))
             dock.visibilityChanged.connect(lambda visible, n=name: self._on_dock_visibility_changed(n, visible))
-            self.panels[name], self.docks[name] = panel, dock
+            self.docks[name] = dock
         self.default_layout()
+
+    def _build_panels(self) -> None:
+        """Each registered panel (imported now: they need torch), in its dock."""
+        for name, _title, factory in PANELS:
+            panel = factory(self.session)
+            self.docks[name].setWidget(panel_scroll(panel))
+            self.panels[name] = panel
 
     def default_layout(self) -> None:
         """The text over next token (model tabbed) on the left; on the right, the full height for one
@@ -128,12 +166,23 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if self._sizes_pending:  # after the first layout pass, when the docks have real sizes
             QTimer.singleShot(0, self._apply_default_sizes)
+        if self._panel_pending is not None:
+            QTimer.singleShot(0, lambda name=self._panel_pending: self.show_panel(name))
+            self._panel_pending = None
 
     def _build_menus(self) -> None:
+        from explorer.qt.about import add_help_menu
+        from explorer.qt.files.export import ExportMenu
+        from explorer.qt.tours.actions import TourActions
+        from explorer.qt.train.dialog import open_train_dialog
+
         files, file_menu = self.files, self.menuBar().addMenu("&File")
         self._action(file_menu, "&Open Checkpoint…", files.on_open, QKeySequence.StandardKey.Open)
         self._action(file_menu, "Open &Folder…", files.on_open_folder, QKeySequence("Ctrl+Shift+O"))
         self._action(file_menu, "Open from Hugging Face &Hub…", files.on_open_hub)
+        self.tours = TourActions(self, file_menu)  # Open Tour…, the Tour menu, and the tour's dock
+        shipped_menu = file_menu.addMenu("Open &Shipped Model")
+        shipped_menu.aboutToShow.connect(lambda: files.fill_shipped_menu(shipped_menu))
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(lambda: files.fill_recent_menu(self.recent_menu))
         self._action(file_menu, "&Reload", files.reload, QKeySequence(Qt.Key.Key_F5))
@@ -155,6 +204,7 @@ class MainWindow(QMainWindow):
                                QKeySequence(Qt.Key.Key_Escape))
         release.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
         self._action(view_menu, "Reset &Layout", self.default_layout)
+        add_help_menu(self)
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
         action = QAction(text, self)
@@ -177,6 +227,18 @@ class MainWindow(QMainWindow):
         self._update_title()
         self._update_status()
 
+    def show_panel(self, name: str) -> None:
+        """Bring the dock of the registered panel ``name`` forward (shown if it was closed); before the
+        window is first shown, once it is (a tab raised earlier does not hold, and blocks a later raise)."""
+        if name not in self.docks:
+            return
+        self.set_current_panel(name)
+        if not self.isVisible():
+            self._panel_pending = name
+            return
+        self.docks[name].show()
+        self.docks[name].raise_()
+
     def _on_open_snapshots_triggered(self) -> None:
         """File ▸ Open Snapshot Folder: the Training panel scrubs any folder of one run's checkpoints."""
         self.docks["training"].show()
@@ -185,7 +247,7 @@ class MainWindow(QMainWindow):
 
     # ---- drag and drop ---------------------------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt naming)
-        if any(url.isLocalFile() for url in event.mimeData().urls()):
+        if self.files is not None and any(url.isLocalFile() for url in event.mimeData().urls()):
             event.acceptProposedAction()
 
     def dropEvent(self, event) -> None:  # noqa: N802
@@ -208,6 +270,7 @@ class MainWindow(QMainWindow):
         s = self.session
         if s.checkpoint is None:
             self.status.setText("no model loaded")
+            self.status.set_warning(False)
             return
         n = s.trace.n_tokens if s.trace is not None else 0
         shown = s.checkpoint.name if s.snapshot_step is None else f"snapshot of step {s.snapshot_step:,} ({SNAPSHOT_NOTE})"
@@ -222,7 +285,7 @@ class MainWindow(QMainWindow):
         elif self.model_note:
             parts.append(self.model_note)
         self.status.setText("  ·  ".join(parts))
-        self.status.setStyleSheet(theme.note_style(self) if bad is not None or s.error else "")
+        self.status.set_warning(bad is not None or bool(s.error))
 
     def current_panel(self) -> str:
         """Name of the panel the user last worked in (for Export ▸ Panel)."""
@@ -234,7 +297,7 @@ class MainWindow(QMainWindow):
             self._current_panel = name
 
     def _on_dock_visibility_changed(self, name: str, visible: bool) -> None:
-        if not visible:
+        if not visible or name not in self.panels:  # hidden, or still the starting frame's empty dock
             return
         if hasattr(self.panels[name], "catch_up"):  # a tab was brought to the front
             self.panels[name].catch_up()
@@ -248,16 +311,14 @@ class MainWindow(QMainWindow):
                 return
 
     # ---- settings -----------------------------------------------------------------------------------
-    def _restore_settings(self) -> None:
+    def _restore_layout(self) -> None:
+        """The saved geometry and dock layout (each panel's own settings: :meth:`finish`)."""
         geometry = WINDOW_GEOMETRY.read(self.settings)  # None for anything else
         state = WINDOW_STATE.read(self.settings)
         if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1400, 900)
         if state is not None and self.restoreState(state):
             self._sizes_pending = False  # the user's own proportions
-        for panel in self.panels.values():
-            if hasattr(panel, "restore_settings"):
-                panel.restore_settings(self.settings)
 
     def save_settings(self) -> None:
         """Remember the window's geometry, dock layout and each panel's settings."""
@@ -272,5 +333,6 @@ class MainWindow(QMainWindow):
         """Save the settings and close at once: a running trace (seconds for a GPT-2-sized model)
         finishes in the background; the app waits for it only after the window is gone."""
         self.save_settings()
-        self.session.shutdown(wait=False)
+        if self.session is not None:
+            self.session.shutdown(wait=False)
         super().closeEvent(event)

@@ -17,10 +17,12 @@ from typing import Any, Callable
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from explorer.core.editor_text import EMPTY, as_editor_stores, encode_text
+from explorer.core.editor_text import as_editor_stores, encode_text
+from explorer.core.held_tokens import TokenText, edited, spliced
 from explorer.core.token_text import display_tokens
 from explorer.qt.scheduling.jobs import JobFn, JobResult
-from explorer.qt.scheduling.scheduler import ASYNC_MS, Scheduler, TraceRequest
+from explorer.qt.scheduling.pacing import settle_layouts
+from explorer.qt.scheduling.scheduler import FRAME_LEFT_MS, Scheduler, TraceRequest
 from model import Checkpoint, Trace
 from model.core.interventions import Interventions
 
@@ -62,16 +64,18 @@ class Session(QObject):
     """A panel asked to open a checkpoint file (the main window opens it, with its one open path)."""
     sig_interventions_changed = Signal()
     """The interventions (heads switched off) changed; the trace for them follows."""
+    sig_panel_requested = Signal(str)
+    """A panel asked for another panel (by its registered name) to be shown (the window brings its dock forward)."""
 
     def __init__(self, compute_mode: str = "auto", parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._checkpoint: Checkpoint | None = None
         self._loaded: Checkpoint | None = None  # what set_checkpoint made current (show_snapshot swaps others in)
         self._snapshot_step: int | None = None
-        self._text = ""
-        self._encoding = EMPTY
+        self._tt = TokenText()  # the text, its tokens, and which of them the model gave as ids
         self._trace: Trace | None = None
         self._trace_serial: int | None = None
+        self._shown_gen = 0  # the number of the request whose trace is shown (older ones are never shown)
         self._tokens: list[str] = []
         self._layer = self._head = 0
         self._pin: int | None = None  # the pinned token, as an index into the whole text's encoding
@@ -96,12 +100,14 @@ class Session(QObject):
                                  doc="The checkpoint set_checkpoint made current (also while a snapshot is shown).")
     snapshot_step = property(lambda self: self._snapshot_step,
                              doc="Training step of the snapshot shown (show_snapshot), or None for the loaded model.")
-    model = property(lambda self: self._checkpoint.model if self._checkpoint else None, doc="The GPT, or None.")
+    model = property(lambda self: self._checkpoint.model if self._checkpoint else None, doc="The model, or None.")
     tokenizer = property(lambda self: self._checkpoint.tokenizer if self._checkpoint else None,
                          doc="The Tokenizer, or None (also None for a model without a vocabulary).")
     config = property(lambda self: self._checkpoint.config if self._checkpoint else None, doc="The GPTConfig, or None.")
-    text = property(lambda self: self._text, doc="The current text.")
-    encoding = property(lambda self: self._encoding, doc="model.Encoding of the whole text, before cropping.")
+    text = property(lambda self: self._tt.text, doc="The current text.")
+    encoding = property(lambda self: self._tt.encoding, doc="model.Encoding of the whole text, before cropping.")
+    token_text = property(lambda self: self._tt, doc="TokenText: the text, its encoding and the tokens held as "
+                                                       "ids (generated or chosen: their text is their rendering).")
     trace = property(lambda self: self._trace, doc="The current model.Trace (last context_length tokens), or None.")
     tokens = property(lambda self: list(self._tokens),
                       doc="Token strings of the trace rows (after cropping); byte-level BPE names as their text.")
@@ -149,12 +155,18 @@ class Session(QObject):
         """One layer's ``Attention.head_weights()``, cached per model: W_Q (n_heads, d_model, d_head),
         W_K and W_V (n_kv_heads, d_model, d_head), W_O (n_heads, d_head, d_model) and the biases."""
         if layer not in self._weights:
-            self._weights[layer] = self.model.blocks[layer].attn.head_weights()
+            self._weights[layer] = self._attention(layer).head_weights()
         return self._weights[layer]
 
     def kv_head(self, layer: int, head: int) -> int:
         """The key/value head that query ``head`` of ``layer`` reads (grouped-query attention)."""
-        return self.model.blocks[layer].attn.kv_head(head)
+        return self._attention(layer).kv_head(head)
+
+    def _attention(self, layer: int):
+        """Layer ``layer``'s Attention; ValueError, saying why, for a model without attention."""
+        if not hasattr(self.model, "blocks"):
+            raise ValueError("the model before attention has no attention layers, heads or W_Q, W_K, W_V")
+        return self.model.blocks[layer].attn
 
     def expected_ms(self, passes: int = 1) -> float:
         """How long ``passes`` forward passes over the whole current text should take, in ms (the scheduler's)."""
@@ -186,7 +198,8 @@ class Session(QObject):
 
     # ---- setters -----------------------------------------------------------------------------
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Make ``checkpoint`` current: selection reset, text re-encoded, trace recomputed.
+        """Make ``checkpoint`` current: selection reset, every head on (:attr:`interventions` none), text
+        re-encoded (its held ids kept where the vocabulary is the same), trace recomputed.
 
         The model's first runs (:meth:`Scheduler.probe <explorer.qt.scheduling.scheduler.Scheduler.probe>`:
         one token, then the text's first tokens, which its first trace reuses) come before anything
@@ -197,26 +210,23 @@ class Session(QObject):
         ModelDoesNotRun
             When the model or its tokenizer raises on those first runs (nothing changes then).
         """
-        interventions = self._interventions_for(checkpoint)
         try:
-            encoding = encode_text(checkpoint, self._text)
-            request = self.scheduler.request(checkpoint, encoding, self._pe, self._causal, interventions)
+            tt = self._tt if self._keeps_ids(checkpoint) else TokenText(self.text, encode_text(checkpoint, self.text))
+            request = self.scheduler.request(checkpoint, tt.encoding, self._pe, self._causal, Interventions())
             self.last_model_ms = self.scheduler.probe(request)  # this model's, until its first real trace
         except Exception as exc:  # noqa: BLE001 - a model that cannot run must not replace the current one
             raise ModelDoesNotRun(f"{type(exc).__name__}: {exc}") from exc
         self._checkpoint = self._loaded = checkpoint
         self._snapshot_step = None
-        self._trace, self._tokens = None, []  # the old trace belongs to the old model
-        self._trace_serial = None
+        self._trace, self._tokens, self._trace_serial = None, [], None  # the old trace belongs to the old model
         self._weights = {}
         self.worker.drop_queued()  # work queued for the old model
         self._layer = self._head = 0
-        self._hover = None
-        self._encoding = encoding
-        if self._pin is not None and self._pin >= len(self._encoding):
+        self._hover, self._tt = None, tt
+        if self._pin is not None and self._pin >= len(tt.encoding):
             self._pin = None  # the pin stays on its token while the new model's text still has it
-        if interventions is not self._interventions:  # they do not fit the new model's layers and heads
-            self._interventions = interventions
+        if not self._interventions.changes_nothing:  # heads switched off on the model before: on again
+            self._interventions = Interventions()
             self.sig_interventions_changed.emit()
         self.sig_model_changed.emit()
         self._request()
@@ -259,11 +269,11 @@ class Session(QObject):
         # The new trace is in place before sig_model_changed: panels that redraw on it draw the
         # new weights once (not an empty view first), and their second pass (sig_trace_changed)
         # finds the same arrays.
-        req = self.scheduler.request(checkpoint, self._encoding, self._pe, self._causal, self._interventions)
+        req = self.scheduler.request(checkpoint, self.encoding, self._pe, self._causal, self._interventions)
         traced, exc, ms = self.scheduler.compute(req)  # another checkpoint: computed whole
         trace = traced[0] if traced is not None else None
         self._trace, self._trace_serial = trace, (traced[1] if traced is not None else None)
-        self._tokens = display_tokens(checkpoint.tokenizer, self._encoding, trace.dropped) if trace is not None else []
+        self._tokens = display_tokens(checkpoint.tokenizer, self.encoding, trace.dropped) if trace is not None else []
         self.sig_model_changed.emit()
         self._finish(req, traced, exc, ms)
 
@@ -271,23 +281,34 @@ class Session(QObject):
         """Set the text as the editor stores it (:func:`~explorer.core.editor_text.as_editor_stores`:
         line breaks as ``\n``, ...); the trace follows (at once, or from the worker thread)."""
         text = as_editor_stores(text)
-        if text == self._text:
-            return
-        before, self._text = self._text, text
-        t0 = time.perf_counter()
-        self._encoding = encode_text(self._checkpoint, self._text, before, self._encoding)
-        self.last_tokenize_ms = (time.perf_counter() - t0) * 1e3
+        if text != self.text:
+            t0 = time.perf_counter()
+            self._take(edited(self._checkpoint, self._tt, text), (time.perf_counter() - t0) * 1e3)
+
+    def insert_tokens(self, index: int, ids) -> None:
+        """Put token ids before token ``index`` of the encoding (its length: at the end), as they are:
+        they are held, and the text gets their rendering (:func:`~explorer.core.held_tokens.spliced`)."""
+        if self._checkpoint is not None:
+            self.set_tokens(spliced(self.tokenizer, self._tt, index, index, ids))
+
+    def set_tokens(self, tt: TokenText) -> None:
+        """Make ``tt`` the text and its tokens as they are (a generated branch); the trace follows."""
+        if tt != self._tt:
+            self._take(tt, 0.0)
+
+    def _take(self, tt: TokenText, tokenize_ms: float) -> None:
+        self._tt, self.last_tokenize_ms = tt, tokenize_ms
         self.sig_text_changed.emit()
         self._request()
 
     def set_layer(self, layer: int) -> None:
-        """Select a layer (clamped to the model's layers)."""
-        n = self.config.n_layers if self.config else 1
+        """Select a layer (clamped to the model's layers; 0 for a model without attention)."""
+        n = getattr(self.config, "n_layers", 1)  # the model before attention has no layers of heads
         self._set_selection("_layer", max(0, min(int(layer), n - 1)))
 
     def set_head(self, head: int) -> None:
-        """Select a head (clamped to the model's heads)."""
-        n = self.config.n_heads if self.config else 1
+        """Select a head (clamped to the model's heads; 0 for a model without attention)."""
+        n = getattr(self.config, "n_heads", 1)
         self._set_selection("_head", max(0, min(int(head), n - 1)))
 
     def set_position(self, position: int | None) -> None:
@@ -296,7 +317,7 @@ class Session(QObject):
         pin = None
         if position is not None:
             n = self._trace.n_tokens if self._trace is not None else min(
-                len(self._encoding), self.config.context_length if self.config else 0)
+                len(self.encoding), self.config.context_length if self.config else 0)
             pin = None if n == 0 else max(0, min(int(position), n - 1)) + self._dropped()
         self._set_selection("_pin", pin)
 
@@ -339,8 +360,12 @@ class Session(QObject):
         """Ask for a checkpoint file to be opened (emits sig_open_requested; the window opens it)."""
         self.sig_open_requested.emit(str(path))
 
+    def request_panel(self, name: str) -> None:
+        """Ask for the registered panel ``name`` to be shown (emits sig_panel_requested; the window shows it)."""
+        self.sig_panel_requested.emit(str(name))
+
     def submit(self, requester: QObject, fn: JobFn, inputs: Any, on_result: Callable[[JobResult], None], *,
-               passes: int = 1, name: str = "", inline_ms: float = ASYNC_MS) -> None:
+               passes: int = 1, name: str = "", inline_ms: float = FRAME_LEFT_MS) -> None:
         """Run a model computation for a panel: ``fn(checkpoint, inputs)``, result to ``on_result``
         on the GUI thread, at once or from the worker thread; the newest request of each requester
         (per ``name``) wins. The parameters are :meth:`Scheduler.submit
@@ -374,24 +399,22 @@ class Session(QObject):
         self.scheduler.shutdown(timeout_ms, wait)
 
     # ---- internals -----------------------------------------------------------------------------
-    def _interventions_for(self, checkpoint: Checkpoint) -> Interventions:
-        """The interventions, kept for a new model when its layers and heads have them, else none."""
-        try:
-            self._interventions.check(checkpoint.config)
-        except ValueError:
-            return Interventions()
-        return self._interventions
+    def _keeps_ids(self, checkpoint: Checkpoint) -> bool:
+        """Whether the held token ids stay for ``checkpoint``: its vocabulary is the current one's."""
+        return bool(self._tt.held) and self._checkpoint is not None and _same_vocabulary(
+            checkpoint.tokenizer, self.tokenizer) and max(self.encoding.ids) < checkpoint.config.vocab_size
 
     def _dropped(self) -> int:
         """Tokens before the context window: the shown trace's, else what the text's will be."""
         if self._trace is not None:
             return self._trace.dropped
-        return max(0, len(self._encoding) - (self.config.context_length if self.config else 0))
+        return max(0, len(self.encoding) - (self.config.context_length if self.config else 0))
 
     def _set_selection(self, attr: str, value) -> None:
         if getattr(self, attr) != value:
             setattr(self, attr, value)
             self.sig_selection_changed.emit()
+            settle_layouts()
 
     def _set_option(self, attr: str, on: bool) -> None:
         if getattr(self, attr) != on:
@@ -401,18 +424,23 @@ class Session(QObject):
 
     def _window_tokens(self) -> int:
         """How many tokens of the text the model sees (after cropping to the context)."""
-        return min(len(self._encoding), self.config.context_length) if self.config else 0
+        return min(len(self.encoding), self.config.context_length) if self.config else 0
 
     def _request(self) -> None:
         if self._checkpoint is not None:
-            request = self.scheduler.request(self._checkpoint, self._encoding, self._pe, self._causal,
+            request = self.scheduler.request(self._checkpoint, self.encoding, self._pe, self._causal,
                                              self._interventions)
             self.scheduler.run(request, self._finish)
 
     def _finish(self, req: TraceRequest, traced: tuple[Trace, int] | None, exc: Exception | None,
                 model_ms: float) -> None:
-        if not self.scheduler.is_newest(req) or req.checkpoint is not self._checkpoint:
-            return  # a newer request exists: never show an older text's trace
+        if req.gen <= self._shown_gen or req.checkpoint is not self._checkpoint:
+            return  # never an older text's trace over a newer one's, nor another model's
+        # A trace whose text was typed over while it ran is shown all the same: it is the newest
+        # traced, and while someone types faster than the model, dropping each such trace
+        # showed nothing new until the typing stopped (GPT-2-small-sized model: 0.6-1.3 s after
+        # the last key, the panels empty meanwhile). The newest text's trace follows.
+        self._shown_gen = req.gen
         trace, serial = traced if traced is not None else (None, None)
         if trace is not None:
             self.scheduler.measured(trace, model_ms)
@@ -432,5 +460,6 @@ class Session(QObject):
         self.sig_trace_changed.emit()
         if clamped:
             self.sig_selection_changed.emit()
+        settle_layouts()
         self.last_draw_ms = self._unpaced_draw_ms = (time.perf_counter() - t0) * 1e3
         self.sig_timing_changed.emit()

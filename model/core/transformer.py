@@ -16,9 +16,12 @@ Scaled dot-product attention is Vaswani et al. 2017, eq. 1. Attention is compute
 so the attention weights a trace records are the ones that made the prediction.
 
 Other families change single components (see :class:`model.core.config.GPTConfig`): RoPE instead of
-the table (q_i and k_j rotated by their positions before the dot product), RMSNorm instead of
-LayerNorm, a SwiGLU MLP, fewer key/value heads than query heads, no 1/sqrt(d_head) (GPT-Neo) and
-local attention windows (GPT-Neo's local layers).
+the table (q_i and k_j rotated by their positions before the dot product; all of each head or its
+first dimensions; a base per layer, none in NoPE layers), RMSNorm instead of LayerNorm (with a gain of
+1 + w in Gemma), a SwiGLU or gated-GELU MLP, fewer key/value heads than query heads, QK-norm of q
+and k before RoPE, another factor than 1/sqrt(d_head) (1 in GPT-Neo, Gemma's), soft-capped scores
+and logits (c tanh(s/c)), local attention windows, scaled embeddings, norms after the branches too
+(Gemma) or only (OLMo-2), and attention and MLP side by side (GPT-NeoX, Phi).
 """
 
 from __future__ import annotations
@@ -31,29 +34,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.core.components import MLP, RoPE, make_norm
+from model.core.components import MLP, HeadWeights, RoPE, layer_ropes, make_norm, qk_normed, qk_norms
 from model.core.config import GPTConfig
 from model.core.inputs import checked_ids
 from model.core.shapes import state_dict_shapes
-from model.tracing.records import Trace
+from model.tracing.records import Trace, soft_cap
 from model.tracing.reuse import origin, trace_reusing
 
 
-class Attention(nn.Module):
+class Attention(HeadWeights, nn.Module):
     """Causal multi-head self-attention with explicit scores and weights.
 
     ``W_Q`` and ``W_O`` are ``nn.Linear`` between d_model and n_heads · d_head, ``W_K`` and ``W_V``
     map d_model to n_kv_heads · d_head; head h uses rows ``h*d_head:(h+1)*d_head`` of W_Q (heads are
-    contiguous groups, as in nanoGPT) and key/value head :meth:`kv_head` (h).
+    contiguous groups, as in nanoGPT) and key/value head :meth:`kv_head` (h). In order:
+    projections, QK-norm (:meth:`normed`, Qwen3, Gemma 3, OLMo-2), RoPE (:attr:`rope`: this
+    layer's, or None), scores times :attr:`scale`, soft-capped by :attr:`softcap` (Gemma 2), masked.
 
     Which keys a query may see (:meth:`allowed_keys`), the factor the dot products are multiplied
     by (:attr:`scale`) and each head's weights (:meth:`head_weights`) are defined here once.
     """
 
-    #: The entries of :meth:`head_weights`.
-    HEAD_WEIGHTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
-
-    def __init__(self, config: GPTConfig, layer: int = 0, device=None) -> None:
+    def __init__(self, config: GPTConfig, layer: int = 0, rope: RoPE | None = None, device=None) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.d_head = config.n_heads, config.n_kv_heads, config.d_head
         d, dh = config.d_model, config.d_head
@@ -61,11 +63,17 @@ class Attention(nn.Module):
         self.W_K = nn.Linear(d, self.n_kv_heads * dh, bias=config.qkv_bias, device=device)
         self.W_V = nn.Linear(d, self.n_kv_heads * dh, bias=config.qkv_bias, device=device)
         self.W_O = nn.Linear(self.n_heads * dh, d, bias=config.o_bias, device=device)
-        #: What q_i·k_j is multiplied by: 1/sqrt(d_head), or 1 without scaling (GPT-Neo).
-        self.scale = 1.0 / math.sqrt(dh) if config.scale_scores else 1.0
-        #: 0 for global attention; w > 0: query i sees keys j with i - w < j (GPT-Neo's local layers).
+        #: "none", "head" (a norm over d_head, shared by the heads) or "full" (over the whole projection).
+        self.qk_norm = config.qk_norm
+        self.q_norm, self.k_norm = qk_norms(config, device)
+        #: What q_i·k_j is multiplied by: 1/sqrt(d_head), the config's score_scale, or 1 (GPT-Neo).
+        self.scale = config.attn_scale
+        #: c > 0: scores are soft-capped to c · tanh(s / c) before the mask (Gemma 2); 0: not.
+        self.softcap = float(config.attn_softcap)
+        #: 0 for global attention; w > 0: query i sees keys j with i - w < j (local / sliding-window layers).
         self.window = config.attn_window(layer)
-        self.rope = RoPE(config, device) if config.positional == "rope" else None
+        #: This layer's rotation of q and k (shared by the layers with its base), None without RoPE here.
+        self.rope = rope
         self.layer = layer
 
     def kv_head(self, head: int) -> int:
@@ -86,6 +94,11 @@ class Attention(nn.Module):
             allowed = allowed & (offset.abs() < self.window)
         return allowed
 
+    def normed(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """QK-norm of q (B, n_heads, T, d_head) and k (B, n_kv_heads, T, d_head)
+        (:func:`model.core.components.qk_normed`); q and k themselves without one."""
+        return qk_normed(self.qk_norm, self.q_norm, self.k_norm, q, k)
+
     def forward(
         self, h: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, cache=None,
         offset: int = 0,
@@ -95,18 +108,18 @@ class Attention(nn.Module):
         Parameters
         ----------
         h : Tensor (B, T, d_model)
-            LN1's output (of the positions cache.start .. cache.start + T - 1 with a cache).
+            The attention's input (of the positions cache.start .. cache.start + T - 1 with a cache).
         causal : bool
             True masks keys after the query (decoder); False lets every query see every key
             (within the window).
         rotate : bool
-            Apply RoPE (a model with RoPE only): False runs without position.
+            Apply RoPE (a layer with RoPE only): False runs without position.
         record : dict or None
-            When a dict, q, k, v (and q, k before rotation), attn_mask, attn_scores,
-            attn_weights and head_out are stored in it (k and v: this call's positions only).
+            When a dict, q, k, v (and q, k before QK-norm and before rotation), attn_mask,
+            attn_scores, attn_weights and head_out are stored in it (k and v: this call's positions only).
         intervene : Interventions or None
             What-if changes (:mod:`model.core.interventions`): extra key masks, τ, scale on/off,
-            ablated heads. None is the plain model.
+            ablated heads. None is the plain model. τ divides the scores before the soft cap.
         cache : model.tracing.rowstore.KVSlot, optional
             The keys and values of the ``cache.start`` positions before these:
             ``cache.update(k, v)`` stores this call's and returns every position's,
@@ -125,6 +138,8 @@ class Attention(nn.Module):
         q = self.W_Q(h).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, n_heads, T, d_head)
         k = self.W_K(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
         v = self.W_V(h).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
+        q_proj, k_proj = q, k
+        q, k = self.normed(q, k)
         q_pre, k_pre = q, k
         if self.rope is not None and rotate:
             q, k = self.rope(q, offset + start), self.rope(k, offset + start)
@@ -136,7 +151,7 @@ class Attention(nn.Module):
         v_h = v.repeat_interleave(group, dim=1) if group > 1 else v
         attn_mask = self.allowed_keys(start + T, causal, h.device, start)  # (T, start + T), True = may attend
         scale = self.scale if intervene is None else intervene.multiplier(self)
-        attn_scores = (q @ k_h.transpose(-2, -1)) * scale  # (B, n_heads, T, start + T)
+        attn_scores = soft_cap((q @ k_h.transpose(-2, -1)) * scale, self.softcap)  # (B, n_heads, T, start + T)
         if intervene is not None:
             attn_mask = intervene.mask(attn_mask)  # (T, T), or (B, 1, T, T) with a mask per batch row
         if not bool(attn_mask.all()):
@@ -148,64 +163,33 @@ class Attention(nn.Module):
         B = head_out.shape[0]  # B' when one sequence (B = 1) meets a batch of B' key masks
         z = head_out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)  # (B, T, n_heads * d_head)
         if record is not None:  # the rows of model.tracing.schema.LAYER made here, batch axis first
+            if self.q_norm is not None:
+                record.update(q_pre_norm=q_proj, k_pre_norm=k_proj)
             record.update(q=q, k=k_new, v=v_new, q_pre_rope=q_pre, k_pre_rope=k_pre, attn_scores=attn_scores,
                           attn_mask=attn_mask[None] if attn_mask.dim() == 2 else attn_mask[:1, 0],  # (1, T, start + T)
                           attn_weights=attn_weights, head_out=head_out)
         return self.W_O(z)
 
-    def head_out_direction(self, d: np.ndarray) -> np.ndarray:
-        """A direction d (d_model,) of W_O's output, pulled back to each head: (n_heads, d_head)
-        float64 whose row h is W_O[h] d, so that head_out[h, i] · row h is head h's share of
-        (W_O's output at i, less its bias) · d (direct logit attribution's readout)."""
-        w = self.W_O.weight.detach().double().cpu()  # (d_model, n_heads * d_head)
-        return (w.t() @ torch.from_numpy(np.asarray(d, dtype=np.float64))).view(self.n_heads, self.d_head).numpy()
-
-    def head_weights(self, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """Per-head weight matrices and biases, in the course's orientation (q_i = h_i W_Q + b_Q).
-
-        Parameters
-        ----------
-        names : sequence of str, optional
-            The entries wanted (all of :attr:`HEAD_WEIGHTS` by default).
-
-        Returns
-        -------
-        dict
-            ``W_Q``: (n_heads, d_model, d_head); ``W_K``, ``W_V``: (n_kv_heads, d_model, d_head);
-            ``W_O``: (n_heads, d_head, d_model); ``b_Q``: (n_heads, d_head), ``b_K``, ``b_V``:
-            (n_kv_heads, d_head), ``b_O``: (d_model,), zeros where the model has no bias;
-            float32 numpy copies.
-
-        Raises
-        ------
-        ValueError
-            For a name that is not one of :attr:`HEAD_WEIGHTS`.
-        """
-        want = self.HEAD_WEIGHTS if names is None else tuple(names)
-        if unknown := sorted(set(want) - set(self.HEAD_WEIGHTS)):
-            raise ValueError(f"no head weights named {unknown}; try {self.HEAD_WEIGHTS}")
-        out = {}
-        for p, lin, n in (("Q", self.W_Q, self.n_heads), ("K", self.W_K, self.n_kv_heads),
-                          ("V", self.W_V, self.n_kv_heads), ("O", self.W_O, self.n_heads)):
-            w = lin.weight.detach().float().cpu()  # (n * d_head, d_model); W_O: (d_model, n_heads * d_head)
-            if f"W_{p}" in want:  # (n, d_model, d_head); W_O (n_heads, d_head, d_model)
-                heads = w.t().reshape(n, self.d_head, -1) if p == "O" else w.view(n, self.d_head, -1).transpose(1, 2)
-                out[f"W_{p}"] = heads.clone(memory_format=torch.contiguous_format).numpy()
-            if f"b_{p}" in want:  # (n, d_head); b_O (d_model,)
-                b = lin.bias.detach().float().cpu() if lin.bias is not None else torch.zeros(w.shape[0])
-                out[f"b_{p}"] = (b if p == "O" else b.view(n, self.d_head)).clone().numpy()
-        return out
-
 
 class Block(nn.Module):
-    """One pre-norm transformer block: x + Attn(LN1(x)), then + MLP(LN2(x))."""
+    """One transformer block: x + Attn(LN1(x)), then + MLP(LN2(x)) (pre-norm, the default).
 
-    def __init__(self, config: GPTConfig, layer: int = 0, device=None) -> None:
+    The config's ``norm_placement`` adds a norm after each branch (``"sandwich"``, Gemma:
+    x + LN'(Attn(LN1(x)))) or keeps only those (``"post"``, OLMo-2: x + LN'(Attn(x))); its
+    ``block_layout`` runs attention and the MLP side by side from the block's input
+    (x + Attn(LN1(x)) + MLP(LN2(x)), GPT-NeoX; with one shared norm, MLP(LN1(x)), Phi).
+    """
+
+    def __init__(self, config: GPTConfig, layer: int = 0, rope: RoPE | None = None, device=None) -> None:
         super().__init__()
-        self.ln1 = make_norm(config, device)
-        self.attn = Attention(config, layer, device)
-        self.ln2 = make_norm(config, device)
+        pre, post = config.norm_placement != "post", config.norm_placement != "pre"
+        self.sequential = config.block_layout == "sequential"
+        self.ln1 = make_norm(config, device) if pre else None
+        self.attn = Attention(config, layer, rope, device)
+        self.ln_attn_out = make_norm(config, device) if post else None
+        self.ln2 = make_norm(config, device) if pre and config.block_layout != "parallel_one_norm" else None
         self.mlp = MLP(config, device)
+        self.ln_mlp_out = make_norm(config, device) if post else None
 
     def forward(
         self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None,
@@ -217,17 +201,33 @@ class Block(nn.Module):
         runs on them alone and the result is (B, len(rows), d_model). ``cache``, ``offset``: see
         :meth:`Attention.forward`.
         """
-        h1 = self.ln1(x)
+        h1 = x if self.ln1 is None else self.ln1(x)
         attn_out = self.attn(h1, causal, rotate, record, intervene, cache, offset)
+        x_in, h1_in = (x, h1) if rows is None else (x[:, rows], h1[:, rows])  # (B, len(rows), d_model)
+        if intervene is not None:
+            attn_out = intervene.patched("attn_out", self.attn.layer, attn_out)
         if rows is not None:
-            x, attn_out = x[:, rows], attn_out[:, rows]  # (B, len(rows), d_model)
-        resid_mid = x + attn_out
-        h2 = self.ln2(resid_mid)
+            attn_out = attn_out[:, rows]
+        attn_add = attn_out if self.ln_attn_out is None else self.ln_attn_out(attn_out)
+        resid_mid = x_in + attn_add if self.sequential else None
+        if self.ln2 is not None:
+            h2 = self.ln2(resid_mid if self.sequential else x_in)
+        else:
+            h2 = resid_mid if self.sequential else h1_in  # OLMo-2: no norm before the MLP; Phi: LN1's
         mlp_out = self.mlp(h2)
-        resid_post = resid_mid + mlp_out
-        if record is not None:  # the rest of model.tracing.schema.LAYER
-            record.update(ln1=h1, attn_out=attn_out, resid_mid=resid_mid, ln2=h2, mlp_out=mlp_out,
-                          resid_post=resid_post)
+        if intervene is not None:
+            mlp_out = intervene.patched("mlp_out", self.attn.layer, mlp_out, rows)
+        mlp_add = mlp_out if self.ln_mlp_out is None else self.ln_mlp_out(mlp_out)
+        resid_post = resid_mid + mlp_add if self.sequential else x_in + attn_add + mlp_add
+        if record is not None:  # the rest of model.tracing.schema.LAYER (only the rows this block has)
+            record.update({"ln1" if self.ln1 is not None else "resid_pre": h1, "attn_out": attn_out,
+                           "mlp_out": mlp_out, "resid_post": resid_post})
+            if self.ln2 is not None:
+                record["ln2"] = h2
+            if resid_mid is not None:
+                record["resid_mid"] = resid_mid
+            if self.ln_attn_out is not None:
+                record.update(ln_attn_out=attn_add, ln_mlp_out=mlp_add)
         return resid_post
 
 
@@ -252,9 +252,11 @@ class GPT(nn.Module):
         d, n_ctx = config.d_model, config.context_length
         self.tok_emb = nn.Embedding(config.vocab_size, d, device=device)
         self.pos_emb = nn.Embedding(n_ctx, d, device=device) if config.has_pos_table else None
-        self.blocks = nn.ModuleList(Block(config, i, device) for i in range(config.n_layers))
+        ropes = layer_ropes(config, device)  # one RoPE per base θ, shared by its layers (None: no RoPE there)
+        self.blocks = nn.ModuleList(Block(config, i, ropes[i], device) for i in range(config.n_layers))
         self.ln_f = make_norm(config, device)
-        self.unembed = None if config.tied_unembed else nn.Linear(d, config.vocab_size, bias=False, device=device)
+        self.unembed = None if config.tied_unembed else nn.Linear(d, config.vocab_size, bias=config.unembed_bias,
+                                                                  device=device)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith(("W_O.weight", "fc_out.weight")):
@@ -287,7 +289,7 @@ class GPT(nn.Module):
         positional_encoding, causal : bool
             As in :meth:`trace`.
         interventions : model.core.interventions.Interventions, optional
-            What-if changes to attention (ablated heads, extra key masks per batch row, τ,
+            What-if changes (ablated heads, extra key masks per batch row, τ, patched activations,
             scale on/off); None runs the plain model. One sequence (B = 1) with a key mask
             (B', T, T) runs B' masked copies that share the embeddings and layer 0's q, k, v:
             the logits are then (B', T or P, vocab_size).
@@ -324,29 +326,34 @@ class GPT(nn.Module):
         """
         start = (0 if caches is None else caches[0].start) + offset
         T = ids.shape[1]
+        if caches is not None and interventions is not None and interventions.patches:
+            raise ValueError("patches replace whole sequences' activations: run them without a key/value cache")
         if start + T > self.config.context_length:
             raise ValueError(
                 f"{start + T} tokens exceed the context length of {self.config.context_length}"
             )
         tok = self.tok_emb(ids)  # (B, T, d_model)
+        scaled = tok * self.config.embed_scale if self.config.embed_scale != 1 else tok  # Gemma: × √d_model
         if self.pos_emb is not None and positional_encoding:
             pos = self.pos_emb(torch.arange(start, start + T, device=ids.device))  # (T, d_model)
-            x = tok + pos
+            x = scaled + pos
         else:
             pos = torch.zeros_like(tok[0])
-            x = tok
+            x = scaled
         if records is not None:
-            records.update(tok=tok, pos=pos[None], x=x, blocks=[])  # pos: (1, T, d_model), shared by the batch
+            records.update(tok=tok, tok_scaled=scaled, pos=pos[None], x=x, blocks=[])  # pos: (1, T, d_model)
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             layer = {} if records is not None else None
             rows = None if positions is None or i < last else list(positions)  # the last block: those rows only
+            if interventions is not None:  # the residual before block i (records keep it unpatched)
+                x = interventions.patched("resid_pre", i, x)
             x = block(x, causal, positional_encoding, layer, interventions, rows,
                       None if caches is None else caches[i], offset)
             if records is not None:
                 records["blocks"].append(layer)
         h = self.ln_f(x)
-        logits = F.linear(h, self.unembed_weight)  # (B, T, vocab_size), or (B, P, vocab_size) at P positions
+        logits = self._unembed(h)  # (B, T, vocab_size), or (B, P, vocab_size) at P positions
         if records is not None:
             records.update(ln_final=h, logits=logits)
         return logits
@@ -357,14 +364,24 @@ class GPT(nn.Module):
         LN_f(x) unembed_weightᵀ)."""
         return self.tok_emb.weight if self.unembed is None else self.unembed.weight
 
-    def final_logits(self, resid: torch.Tensor) -> torch.Tensor:
-        """What the model does after its last block, LN_f then the unembedding: a residual stream
-        (..., d_model) to logits (..., vocab_size) in nats (the logit lens passes earlier residuals)."""
-        return F.linear(self.ln_f(resid), self.unembed_weight)
+    def _unembed(self, h: torch.Tensor) -> torch.Tensor:
+        """LN_f's output (..., d_model) to logits (..., vocab_size): times the unembedding, plus its
+        bias (Phi), soft-capped (Gemma 2: c · tanh(z / c))."""
+        bias = None if self.unembed is None else self.unembed.bias
+        return soft_cap(F.linear(h, self.unembed_weight, bias), self.config.final_softcap)
 
-    def rope_angles(self, T: int) -> np.ndarray | None:
-        """RoPE's rotation angles (T, d_head/2) in radians for positions 0..T-1, or None without RoPE."""
-        rope = self.blocks[0].attn.rope
+    def final_logits(self, resid: torch.Tensor) -> torch.Tensor:
+        """What the model does after its last block, LN_f then the unembedding (its bias and soft
+        cap): a residual stream (..., d_model) to logits (..., vocab_size) in nats (the logit lens
+        passes earlier residuals)."""
+        return self._unembed(self.ln_f(resid))
+
+    def rope_angles(self, T: int, layer: int | None = None) -> np.ndarray | None:
+        """RoPE's rotation angles (T, rotary_width/2) in radians for positions 0..T-1 in ``layer``
+        (by default the first layer with RoPE), or None where there is no RoPE (a NoPE layer)."""
+        if layer is None:
+            layer = next((i for i, b in enumerate(self.blocks) if b.attn.rope is not None), 0)
+        rope = self.blocks[layer].attn.rope
         return None if rope is None else rope.angles[:T].detach().cpu().numpy().copy()
 
     @torch.no_grad()
@@ -432,4 +449,4 @@ class GPT(nn.Module):
         scales = [block.attn.scale if iv is None else iv.multiplier(block.attn) for block in self.blocks]
         return Trace.from_records(self.config, ids, dropped, uses_pe, causal, rec, scales, interventions=iv,
                                   origin=None if start_position else origin(self, uses_pe, causal, iv),
-                                  start_position=int(start_position))
+                                  start_position=int(start_position), softcaps=[b.attn.softcap for b in self.blocks])

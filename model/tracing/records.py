@@ -35,7 +35,8 @@ def _frozen_rows(rec: Mapping, rows: tuple[Row, ...]) -> dict[str, np.ndarray]:
     for row in rows:
         t = rec.get(row.attr)
         if t is not None:
-            out[row.attr] = out[row.alias] if row.aliased_in(rec.get) else _frozen(t)
+            same = row.same_as(rec.get)
+            out[row.attr] = out[same] if same is not None else _frozen(t)
     return out
 
 
@@ -59,10 +60,12 @@ class LayerTrace(_ReadOnly):
         The block's arrays by attribute, for every row of ``recorded`` (``attn_scores`` may be
         left out: it is then computed from q and k on first use).
     attn_scale : float
-        What q_i.k_j was multiplied by: 1/sqrt(d_head), or 1 (GPT-Neo).
+        What q_i.k_j was multiplied by: 1/sqrt(d_head), another factor (Gemma), or 1 (GPT-Neo).
     recorded : tuple of Row
         The rows this block's config has (``schema_for(config).layer``); a row it lacks is its
         alias's array (``q_pre_rope`` is ``q`` without RoPE) or None.
+    attn_softcap : float
+        c when the scores were soft-capped, c · tanh(s / c) (Gemma 2); 0 for none.
 
     Raises
     ------
@@ -80,13 +83,15 @@ class LayerTrace(_ReadOnly):
     Attributes
     ----------
     attn_scale : float
+    attn_softcap : float
     recorded : tuple of Row
     """
 
     def __init__(self, arrays: Mapping[str, np.ndarray], attn_scale: float = 1.0,
-                 recorded: tuple[Row, ...] = LAYER) -> None:
+                 recorded: tuple[Row, ...] = LAYER, attn_softcap: float = 0.0) -> None:
         fill(self, LAYER, recorded, arrays)
         object.__setattr__(self, "attn_scale", float(attn_scale))
+        object.__setattr__(self, "attn_softcap", float(attn_softcap))
         object.__setattr__(self, "recorded", recorded)
 
     def __repr__(self) -> str:
@@ -96,7 +101,7 @@ class LayerTrace(_ReadOnly):
     @functools.cached_property
     def attn_scores(self) -> np.ndarray:
         """(n_heads, T, T) float32, read-only: the kept scores, or computed from q and k once."""
-        return scores_from(self.q, self.k, self.attn_mask, self.attn_scale)
+        return scores_from(self.q, self.k, self.attn_mask, self.attn_scale, self.attn_softcap)
 
     @property
     def attn_scores_ready(self) -> bool:
@@ -109,7 +114,8 @@ class LayerTrace(_ReadOnly):
         if self.attn_scores_ready:
             return self.attn_scores[head]
         kv = self.kv_head(head)
-        return scores_from(self.q[head:head + 1], self.k[kv:kv + 1], self.attn_mask, self.attn_scale)[0]
+        return scores_from(self.q[head:head + 1], self.k[kv:kv + 1], self.attn_mask, self.attn_scale,
+                           self.attn_softcap)[0]
 
     @property
     def n_heads(self) -> int:
@@ -124,16 +130,25 @@ class LayerTrace(_ReadOnly):
 LayerTrace.__doc__ = LayerTrace.__doc__.rstrip() + "\n" + attributes_doc(LAYER) + "\n"
 
 
-def scores_from(q: np.ndarray, k: np.ndarray, attn_mask: np.ndarray, scale: float) -> np.ndarray:
-    """attn_scores from queries and keys, as the model computes them: (q_i.k_j) * scale, -inf
-    where ``attn_mask`` is False (Vaswani et al. 2017, eq. 1).
+def soft_cap(s: torch.Tensor, cap: float) -> torch.Tensor:
+    """c · tanh(s / c), squeezing s into (-c, c) smoothly (Gemma 2's soft-capping of attention
+    scores and logits, in transformers' order of operations); ``cap`` 0 returns s itself. The
+    model's (:mod:`model.core.transformer`) and :func:`scores_from`'s one definition."""
+    return torch.tanh(s / cap) * cap if cap else s
+
+
+def scores_from(q: np.ndarray, k: np.ndarray, attn_mask: np.ndarray, scale: float, softcap: float = 0.0) -> np.ndarray:
+    """attn_scores from queries and keys, as the model computes them: (q_i.k_j) * scale, soft-capped
+    (c · tanh(s / c)) when ``softcap`` > 0, -inf where ``attn_mask`` is False (Vaswani et al. 2017,
+    eq. 1; Gemma 2's soft-capping).
 
     Parameters
     ----------
     q : (n_heads, T, d_head)
     k : (n_kv_heads, T, d_head)   n_kv_heads divides n_heads; head h reads key head h // group.
     attn_mask : (T, T) bool       True where query i may attend to key j.
-    scale : float                 1/sqrt(d_head), or 1 (GPT-Neo).
+    scale : float                 1/sqrt(d_head), another factor (Gemma), or 1 (GPT-Neo).
+    softcap : float               c, or 0 for none.
 
     Returns
     -------
@@ -144,7 +159,7 @@ def scores_from(q: np.ndarray, k: np.ndarray, attn_mask: np.ndarray, scale: floa
     group = qt.shape[0] // max(1, kt.shape[0])
     if group > 1:
         kt = kt.repeat_interleave(group, dim=0)  # (n_heads, T, d_head)
-    scores = (qt @ kt.transpose(-2, -1)) * scale  # (n_heads, T, T)
+    scores = soft_cap((qt @ kt.transpose(-2, -1)) * scale, softcap)  # (n_heads, T, T)
     if not attn_mask.all():
         scores.masked_fill_(torch.from_numpy(~attn_mask), float("-inf"))
     out = scores.numpy()
@@ -237,7 +252,11 @@ class Trace:
                                   positions reused_rows .. T-1 (0: everything was computed).
     start_position : int          the position of the first token run (0 unless the trace was made
                                   with ``GPT.trace(..., start_position=)``).
-    schema : TraceSchema          the rows this trace holds (those its model's config has).
+    schema : TraceSchema          the rows this trace holds (those its model's config has). The
+                                  model before attention (:mod:`model.core.window`) has no blocks
+                                  (``blocks == ()``) and rows of its own (:data:`model.tracing.
+                                  window_schema.WINDOW`), attributes too; the transformer's rows it
+                                  lacks (``pos``, ``x``) are None.
     """
 
     token_ids: np.ndarray
@@ -254,7 +273,7 @@ class Trace:
     _finite_rows: int = field(default=0, repr=False, compare=False)  # leading rows known to be finite
 
     def __post_init__(self) -> None:
-        fill(self, EMBEDDING + FINAL, self.schema.model, self._arrays)
+        fill(self, self.schema.attributes, self.schema.model, self._arrays)
 
     @functools.cached_property
     def probs(self) -> np.ndarray:
@@ -289,17 +308,19 @@ class Trace:
     @classmethod
     def from_records(
         cls, config, token_ids, dropped, positional_encoding, causal, rec, scales=None, interventions=None,
-        origin=None, start_position: int = 0,
+        origin=None, start_position: int = 0, softcaps=None,
     ) -> "Trace":
         """Build a trace from the dict of torch tensors that ``GPT._run`` fills for a model with
-        ``config`` (``scales``: each layer's attn_scale; ``origin``: what a later trace needs to
-        reuse this one's rows). Raises KeyError when the record lacks a row of the config's schema."""
+        ``config`` (``scales``, ``softcaps``: each layer's attn_scale and attn_softcap; ``origin``:
+        what a later trace needs to reuse this one's rows). Raises KeyError when the record lacks a
+        row of the config's schema."""
         ids = np.asarray(token_ids, dtype=np.int64).copy()
         ids.setflags(write=False)
         sch = schema_for(config)
         scales = scales or [1.0] * len(rec["blocks"])
-        layers = tuple(LayerTrace(_frozen_rows(layer, sch.layer), scale, sch.layer)
-                       for layer, scale in zip(rec["blocks"], scales))
+        softcaps = softcaps or [0.0] * len(rec["blocks"])
+        layers = tuple(LayerTrace(_frozen_rows(layer, sch.layer), scale, sch.layer, cap)
+                       for layer, scale, cap in zip(rec["blocks"], scales, softcaps))
         return cls(token_ids=ids, dropped=int(dropped), positional_encoding=bool(positional_encoding),
                    causal=bool(causal), blocks=layers, _arrays=_frozen_rows(rec, sch.model), schema=sch,
                    interventions=interventions, start_position=int(start_position), _reuse=origin)

@@ -91,7 +91,7 @@ class RowStore:
             return
         for name, buf in self.bufs.items():
             kind, (owner, attr) = self.rows[name].kind, _owner(source, name)
-            if self.rows[name].aliased_in(functools.partial(getattr, owner)):
+            if self.rows[name].same_as(functools.partial(getattr, owner)) is not None:
                 continue  # the alias's rows are the same (and the trace made of this store views them)
             part(kind, buf, start, stop, stop)[...] = part(kind, getattr(owner, attr), start, stop, stop)
             if kind in (SQUARE, MASK):
@@ -160,10 +160,11 @@ def _owner(trace: Trace, name: str) -> tuple[object, str]:
     return (trace.blocks[int(layer)] if layer else trace), attr
 
 
-def trace_from_store(store: RowStore, ids: np.ndarray, dropped: int, key, p: int, aliased: frozenset,
-                     scales: list[float], finite_rows: int = 0) -> Trace:
-    """The trace of rows 0..T-1 of ``store`` (views); the keys in ``aliased`` (from
-    :func:`write_records`) are their alias's view."""
+def trace_from_store(store: RowStore, ids: np.ndarray, dropped: int, key, p: int, aliased: dict,
+                     scales: list[float], finite_rows: int = 0, softcaps: list[float] | None = None) -> Trace:
+    """The trace of rows 0..T-1 of ``store`` (views); a key in ``aliased`` (from
+    :func:`write_records`) is the view of the row it names (``scales``, ``softcaps``: each layer's
+    attn_scale and attn_softcap)."""
     T = ids.shape[0]
     sch = store.schema
 
@@ -171,11 +172,13 @@ def trace_from_store(store: RowStore, ids: np.ndarray, dropped: int, key, p: int
         out: dict = {}
         for row in rows:
             if not row.lazy:
-                alias = prefix + row.attr in aliased
-                out[row.attr] = out[row.alias] if alias else store.view(prefix + row.attr, T)
+                alias = aliased.get(prefix + row.attr)
+                out[row.attr] = out[alias] if alias is not None else store.view(prefix + row.attr, T)
         return out
 
-    layers = tuple(LayerTrace(arrays(sch.layer, f"{i}."), scale, sch.layer) for i, scale in enumerate(scales))
+    softcaps = softcaps or [0.0] * len(scales)
+    layers = tuple(LayerTrace(arrays(sch.layer, f"{i}."), scale, sch.layer, cap)
+                   for i, (scale, cap) in enumerate(zip(scales, softcaps)))
     token_ids = ids.copy()
     token_ids.setflags(write=False)
     return Trace(token_ids=token_ids, dropped=int(dropped), positional_encoding=key.positional_encoding,
@@ -183,16 +186,17 @@ def trace_from_store(store: RowStore, ids: np.ndarray, dropped: int, key, p: int
                  reused_rows=p, _reuse=key, _finite_rows=finite_rows)
 
 
-def write_records(store: RowStore, rec: dict, p: int) -> frozenset:
+def write_records(store: RowStore, rec: dict, p: int) -> dict:
     """Rows p.. of every stored tensor from the records of ``GPT._run`` (k and v are there
-    already: :class:`KVSlot` wrote them). Returns the keys not written because the model recorded
-    their alias's very tensor (q before RoPE with the rotation off)."""
-    aliased = set()
+    already: :class:`KVSlot` wrote them). Returns {key: the attribute of its alias} of the keys not
+    written because the model recorded their alias's very tensor (q before RoPE with the rotation off)."""
+    aliased = {}
     for name, row in store.rows.items():
         layer, _, attr = name.rpartition(".")
         record = rec["blocks"][int(layer)] if layer else rec
-        if row.aliased_in(record.get):
-            aliased.add(name)
+        same = row.same_as(record.get)
+        if same is not None:
+            aliased[name] = same
         elif not (layer and attr in KVSlot.WRITES):
             store.write(name, p, record[attr][0])
-    return frozenset(aliased)
+    return aliased

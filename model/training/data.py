@@ -211,6 +211,62 @@ def gather_blocks(
     return block[:, :-1], block[:, 1:]
 
 
+#: The shortest segment :func:`repeat_segments` repeats, in tokens.
+MIN_REPEAT = 8
+
+
+def repeat_lengths(context_length: int) -> tuple[int, int]:
+    """The lengths (shortest, longest) of the segments :func:`repeat_segments` draws for blocks
+    of ``context_length`` + 1 tokens: from :data:`MIN_REPEAT` (or less in a short context) to half
+    the block."""
+    longest = (context_length + 1) // 2
+    return min(MIN_REPEAT, longest), longest
+
+
+def repeat_segments(blocks: torch.Tensor, share: float, generator: torch.Generator,
+                    random_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """Blocks with a segment repeated, for a share of them: text that rewards copying.
+
+    Block b (of the first ``round(share * B)`` rows) keeps its first s tokens, repeats them and
+    goes on with its own text: ``b[:s], b[:s], b[s:]`` cut to the block's length, s drawn
+    uniformly from :func:`repeat_lengths`. Where the copy ends the text continues as it did after
+    the original, so the second copy is predictable from the first (the induction pattern of
+    Olsson et al. 2022, "In-context learning and induction heads"). With ``random_ids`` the
+    segment is s tokens drawn uniformly from them instead, repeated to the block's end (``r, r,
+    r, ...``): only copying predicts anything after the first copy, and every later token can be.
+
+    Parameters
+    ----------
+    blocks : LongTensor (B, context_length + 1)
+        Blocks in a random order (a :class:`BlockSampler` batch's), so the first rows are random ones.
+    share : float
+        In [0, 1]; 0 returns ``blocks`` unchanged and draws nothing from ``generator``.
+    generator : torch.Generator
+        Draws the lengths (and the random tokens).
+    random_ids : LongTensor (K,), optional
+        The ids random segments are drawn from; None repeats the block's own text.
+
+    Returns
+    -------
+    LongTensor (B, context_length + 1)
+    """
+    n = round(share * blocks.shape[0])
+    if n == 0:
+        return blocks
+    width = blocks.shape[1]
+    lo, hi = repeat_lengths(width - 1)
+    lengths = torch.randint(lo, hi + 1, (n,), generator=generator)
+    out = blocks.clone()
+    for row, s in enumerate(lengths.tolist()):
+        b = blocks[row]
+        if random_ids is None:
+            out[row] = torch.cat([b[:s], b[:s], b[s : width - s]])
+        else:
+            r = random_ids[torch.randint(random_ids.numel(), (s,), generator=generator)]
+            out[row] = r.repeat(width // s + 1)[:width]
+    return out
+
+
 class BlockSampler:
     """Shuffled epochs of context-window blocks from a token stream, reproducible from a seed.
 
@@ -223,15 +279,23 @@ class BlockSampler:
     context_length : int
     batch_size : int
     generator : torch.Generator
+    repeat_share : float
+        The share of each batch's blocks with a repeated segment (:func:`repeat_segments`); 0 (the
+        default) leaves the text as it is.
+    random_ids : LongTensor (K,), optional
+        Draw the repeated segments from these ids instead of repeating the text.
     """
 
     def __init__(
-        self, stream: torch.Tensor, context_length: int, batch_size: int, generator: torch.Generator
+        self, stream: torch.Tensor, context_length: int, batch_size: int, generator: torch.Generator,
+        repeat_share: float = 0.0, random_ids: torch.Tensor | None = None,
     ) -> None:
         self.stream = stream
         self.context_length = context_length
         self.batch_size = batch_size
         self.generator = generator
+        self.repeat_share = repeat_share
+        self.random_ids = random_ids
         self.epoch = 0
         self._order = torch.empty(0, dtype=torch.long)
         self._next = 0
@@ -255,7 +319,35 @@ class BlockSampler:
             self._next += take.numel()
             need -= take.numel()
             parts.append(take)
-        return gather_blocks(self.stream, torch.cat(parts), self.context_length)
+        x, y = gather_blocks(self.stream, torch.cat(parts), self.context_length)
+        if not self.repeat_share:
+            return x, y
+        blocks = repeat_segments(torch.cat([x, y[:, -1:]], 1), self.repeat_share, self.generator, self.random_ids)
+        return blocks[:, :-1], blocks[:, 1:]
+
+
+#: Above this share of ``<unk>`` among the validation tokens (not counting <|endoftext|>), a run warns.
+UNK_WARN_SHARE = 0.03
+
+
+def unknown_share(tokenizer, stream: torch.Tensor) -> float:
+    """The share of ``<unk>`` among a token stream's tokens, <|endoftext|> left out, in [0, 1]; 0 for a
+    tokenizer without an unknown token (a byte-level BPE encodes every text)."""
+    if tokenizer.unk_id is None:
+        return 0.0
+    eot = tokenizer.token_to_id(EOT)
+    words = stream[stream != eot] if eot is not None else stream
+    return float((words == tokenizer.unk_id).float().mean()) if words.numel() else 0.0
+
+
+def unknown_warning(share: float | None) -> str | None:
+    """What to say when :data:`UNK_WARN_SHARE` or more of the validation tokens are ``<unk>``, else None."""
+    if share is None or not share >= UNK_WARN_SHARE:
+        return None
+    return (f"warning: {share:.0%} of the validation tokens are <unk>: the word-level tokenizer built from the "
+            "training text does not know them (in a text written without spaces, as Chinese or Japanese, a "
+            "whole sentence is one word to it), so the model learns little; train with a BPE tokenizer "
+            "instead: --tokenizer tokenizer.json (a Hugging Face tokenizer file)")
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -23,11 +23,11 @@ from model.training import distributed
 from model.checkpoint import save_checkpoint
 from model.training.distributed import ONE_PROCESS, Ranks
 from model.tokens.tokenizer import Tokenizer
+from model.training.interrupts import EXIT_INTERRUPTED
 from model.training.progress import Progress
 from model.core.transformer import GPT
 
 EXIT_DIVERGED = 1
-EXIT_INTERRUPTED = 130
 
 
 @dataclass
@@ -42,6 +42,9 @@ class Run:
     val_stream: torch.Tensor
     snapshot_steps: set[int]
     facts: dict = field(default_factory=dict)
+    snapshot_files: dict[int, Path] = field(default_factory=dict)  # step of this run -> its file
+    #: The ids random repeated segments are drawn from (``--repeat-random``), or None.
+    random_ids: torch.Tensor | None = None
 
 
 def validation_loss(model: GPT, stream: torch.Tensor, batch_size: int = 256,
@@ -154,7 +157,8 @@ class Trainer:
         self.net = distributed.wrap(self.model, ranks)
         self.optimizer = make_optimizer(self.model, a.lr, a.weight_decay)
         gen = torch.Generator().manual_seed(a.seed)  # the same global batches on every rank
-        self.sampler = data.BlockSampler(run.train_stream, self.model.config.context_length, a.batch_size, gen)
+        self.sampler = data.BlockSampler(run.train_stream, self.model.config.context_length, a.batch_size, gen,
+                                         a.repeat_share, run.random_ids)
         self.losses = torch.zeros(a.steps)  # the global batch mean of each step
         self.curve: list = list(run.facts["previous_curve"])  # [step, val_loss], continued on --resume
         self.tokens_per_step = a.batch_size * self.model.config.context_length
@@ -203,13 +207,12 @@ class Trainer:
         return facts
 
     def snapshot(self, step: int) -> None:
-        """Rank 0 writes a float16 checkpoint of this step into --snapshot-dir."""
-        if not self.ranks.is_main:
+        """Rank 0 writes a float16 checkpoint of this step into --snapshot-dir, named by the total step
+        it records (:mod:`model.training.snapshot_names`; a file already there was kept by plan)."""
+        path = self.run.snapshot_files.get(step)
+        if not self.ranks.is_main or path is None:
             return
-        folder = Path(self.args.snapshot_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        width = max(6, len(str(self.args.steps)))
-        path = folder / f"step-{step:0{width}d}.safetensors"
+        path.parent.mkdir(parents=True, exist_ok=True)
         save_checkpoint(path, self.model, self.run.tokenizer, training=self.facts(step), dtype=torch.float16)
         self.progress.event("snapshot", step=self.run.facts["previous_steps"] + step, path=str(path))
 
@@ -274,6 +277,9 @@ class Trainer:
             print(f"saved {a.out}: {facts['steps']} steps, train loss {facts['train_loss']:.4f}, "
                   f"val loss {self.val:.4f} nats/token, {facts['tokens_per_s']:,.0f} tokens/s, "
                   f"{facts['wall_s']:.0f} s")
+            warning = data.unknown_warning(facts.get("val_unk_share"))
+            if warning:
+                self.progress.error(warning)
         return 0
 
     def diverged(self, step: int, loss: float) -> int:
@@ -314,7 +320,10 @@ def train(run: Run, t0: float, ranks: Ranks = ONE_PROCESS) -> int:
     progress = Progress(a.steps, a.quiet, a.log_file, ranks)
     progress.event("start", steps=a.steps, processes=ranks.world_size, device=ranks.device.type,
                    tokens_per_step=a.batch_size * run.model.config.context_length, out=a.out,
-                   snapshot_dir=a.snapshot_dir)
+                   snapshot_dir=a.snapshot_dir, val_unk_share=run.facts.get("val_unk_share"))
+    warning = data.unknown_warning(run.facts.get("val_unk_share"))
+    if warning:  # said first, so that a run of hours can be stopped, and again at its end
+        progress.error(warning)
     try:
         return Trainer(run, t0, ranks, progress).loop()
     finally:

@@ -26,13 +26,14 @@ default model (14 snapshots, T = 20: 18 ms looped, 20 to 33 ms vmapped, shared 2
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from model.training.snapshots import Snapshot
+from model.training.lazy_snapshots import Snapshot
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ class TrainingCurves:
     target_prob : (S,) float64      in [0, 1].
     top1 : (S,) int64               top-1 next token at ``position`` (-1 when T = 0).
     top1_prob : (S,) float64        its probability.
-    attn_entropy : (S, L, H)        nats, mean over query rows 1 .. T-1.
+    attn_entropy : (S, L, H)        nats, mean over query rows 1 .. T-1 (L = H = 0 for the model before
+                                    attention, which has no heads).
     attn_first, attn_prev, attn_self : (S, L, H)   attention mass in [0, 1], same rows.
     val_curve : (K, 2) float64      the run's stored validation curve: step, nats per token.
     """
@@ -180,22 +182,17 @@ def curves_over_training(
         raise ValueError("no snapshots to compute curves over")
     steps = np.array([s.step for s in snapshots], dtype=np.int64)
     curve = np.asarray(list(val_curve), dtype=np.float64).reshape(-1, 2)
-    config = snapshots[0].model.config
-    traces = [s.model.trace(token_ids, positional_encoding=positional_encoding, causal=causal)
-              for s in snapshots]
-    T = traces[0].n_tokens
+    run = functools.partial(_traced, token_ids=token_ids, positional_encoding=positional_encoding, causal=causal)
+    first = run(snapshots[0])
+    config, T = snapshots[0].model.config, first.n_tokens
+    heads = (len(first.blocks), first.blocks[0].n_heads) if first.blocks else (0, 0)  # (0, 0): no attention
     if T == 0:
-        return _empty(steps, (config.n_layers, config.n_heads), curve)
+        return _empty(steps, heads, curve)
     pos = T - 1 if position is None else position + T if position < 0 else position
     if not 0 <= pos < T:
         raise ValueError(f"position {position} is outside the {T} tokens run")
-    ids = torch.from_numpy(traces[0].token_ids.copy())
-    logits = torch.from_numpy(np.stack([t.logits for t in traces]))  # (S, T, vocab_size)
-    lse = torch.logsumexp(logits, -1)  # (S, T): ln p(v) = logit_v - lse, no (S, T, V) softmax
-    next_logit = logits[:, :-1].gather(-1, ids[1:].expand(len(traces), -1).unsqueeze(-1)).squeeze(-1)
-    loss = (lse[:, :-1] - next_logit).double().mean(-1)  # (S,), NaN when T = 1
-    row = logits[:, pos]  # (S, vocab_size)
-    top1 = row.argmax(-1)  # (S,)
+    ids = torch.from_numpy(first.token_ids.copy())
+    last = first if len(snapshots) == 1 else None
     if target_id is not None:
         if not 0 <= target_id < config.vocab_size:
             raise ValueError(f"target token id {target_id} is outside the vocabulary (0..{config.vocab_size - 1})")
@@ -203,19 +200,43 @@ def curves_over_training(
     elif pos < T - 1:
         target, kind = int(ids[pos + 1]), "next token"
     else:
-        target, kind = int(top1[-1]), "final top-1"
-    attn = torch.from_numpy(np.stack([np.stack([b.attn_weights for b in t.blocks]) for t in traces]))  # (S, L, H, T, T)
-    stats = attention_stats(attn)
+        last = last or run(snapshots[-1])
+        target, kind = int(np.argmax(last.logits[pos])), "final top-1"  # the lowest id on a tie, as torch
+    # One trace at a time, each reduced to its numbers at once: 3,000 snapshots' traces kept together
+    # held every intermediate of each (hundreds of MB).
+    rows = [_numbers(first, ids, pos, target)]
+    for k in range(1, len(snapshots)):
+        trace = last if (k == len(snapshots) - 1 and last is not None) else run(snapshots[k])
+        rows.append(_numbers(trace, ids, pos, target))
+    loss, target_prob, top1, top1_prob = (np.array([r[i] for r in rows]) for i in range(4))
+    stats = {name: np.stack([r[4][name] for r in rows]) for name in ("entropy", "first", "prev", "self")}
     return TrainingCurves(
-        steps=steps, token_ids=traces[0].token_ids, dropped=traces[0].dropped, position=pos,
-        target_id=target, target_kind=kind,
-        loss_on_text=loss.numpy() if T > 1 else np.full(len(traces), np.nan),
-        target_prob=(row[:, target] - lse[:, pos]).double().exp().numpy(),
-        top1=top1.numpy().astype(np.int64),
-        top1_prob=(row.gather(-1, top1.unsqueeze(-1)).squeeze(-1) - lse[:, pos]).double().exp().numpy(),
+        steps=steps, token_ids=first.token_ids, dropped=first.dropped, position=pos, target_id=target,
+        target_kind=kind, loss_on_text=loss.astype(np.float64) if T > 1 else np.full(len(rows), np.nan),
+        target_prob=target_prob.astype(np.float64), top1=top1.astype(np.int64), top1_prob=top1_prob.astype(np.float64),
         attn_entropy=stats["entropy"], attn_first=stats["first"], attn_prev=stats["prev"],
         attn_self=stats["self"], val_curve=curve,
     )
+
+
+def _traced(snapshot: Snapshot, token_ids, positional_encoding: bool, causal: bool):
+    return snapshot.model.trace(token_ids, positional_encoding=positional_encoding, causal=causal)
+
+
+def _numbers(trace, ids: torch.Tensor, pos: int, target: int) -> tuple:
+    """One snapshot's numbers from its trace: loss on the text, p(target), top-1 and its p at ``pos``,
+    and the attention statistics (L, H) (definitions: the module docstring)."""
+    logits = torch.tensor(trace.logits)  # (T, vocab_size), a copy: the trace's arrays are read-only
+    lse = torch.logsumexp(logits, -1)  # (T,): ln p(v) = logit_v - lse, no (T, V) softmax
+    next_logit = logits[:-1].gather(-1, ids[1:].unsqueeze(-1)).squeeze(-1)
+    loss = float((lse[:-1] - next_logit).double().mean()) if logits.shape[0] > 1 else float("nan")
+    row = logits[pos]
+    top1 = int(row.argmax())
+    T = logits.shape[0]
+    attn = (torch.from_numpy(np.stack([b.attn_weights for b in trace.blocks])) if trace.blocks  # (L, H, T, T)
+            else torch.zeros(0, 0, T, T))  # the model before attention: no heads
+    return (loss, float((row[target] - lse[pos]).double().exp()), top1, float((row[top1] - lse[pos]).double().exp()),
+            attention_stats(attn))
 
 
 def snapshot_difference(earlier: Snapshot, later: Snapshot, token_ids: Sequence[int] | np.ndarray, *,
@@ -243,5 +264,7 @@ def snapshot_difference(earlier: Snapshot, later: Snapshot, token_ids: Sequence[
         raise ValueError("the two snapshots have different shapes")
     a, b = (s.model.trace(token_ids, positional_encoding=positional_encoding, causal=causal)
             for s in (earlier, later))
-    attn = np.stack([lb.attn_weights - la.attn_weights for la, lb in zip(a.blocks, b.blocks)])
+    T = a.n_tokens
+    attn = (np.stack([lb.attn_weights - la.attn_weights for la, lb in zip(a.blocks, b.blocks)]) if a.blocks
+            else np.zeros((0, 0, T, T), np.float32))  # the model before attention has no heads
     return SnapshotDifference(earlier.step, later.step, a.token_ids, attn, b.probs - a.probs)

@@ -4,7 +4,7 @@
 program (the app's Train dialog, a script) can follow the run:
 
 - ``{"event": "start", "steps": N, "processes": W, "device": "cpu", "tokens_per_step": B*T,
-  "out": PATH, "snapshot_dir": DIR or null}``
+  "out": PATH, "snapshot_dir": DIR or null, "val_unk_share": share of <unk> in the validation text}``
 - ``{"event": "step", "step": s, "loss": L, "lr": r, "train_s": t}``: the global batch's mean
   cross-entropy (nats per token) at update s, the learning rate used, and the seconds spent
   training so far (validation and snapshots excluded).

@@ -11,11 +11,20 @@ are the ``snapshots`` folder beside it.
 A folder may also hold nanoGPT ``ckpt.pt`` files of one run (directly, or one per subfolder):
 whatever :func:`model.checkpoint.load_any` opens. Files of another shape or vocabulary than the
 run's are listed as skipped, with the reason. The training step of a file is its training facts'
-``steps`` (nanoGPT's ``iter_num``), else the last number in its name.
+``steps`` (nanoGPT's ``iter_num``), else the last number in its name. Our files are listed by their
+headers and their weights read on first use (:mod:`model.training.lazy_snapshots`).
+
+A model opened from the Hugging Face Hub has as its snapshots the revisions of its repository
+that are in the local Hub cache and are named after a training step (EleutherAI's Pythia suite:
+``step0`` ... ``step143000``; :func:`model.checkpoint.cached_revisions`). Checkpoint series can lie
+(EleutherAI/pythia#195, #205, #206: whole ranges of revisions serve the same weights), so every
+such snapshot's weights are hashed when it is listed (:func:`weights_digest`; a Hub revision is a
+folder read whole to be listed) and :meth:`SnapshotSet.identical` says which are the same as another.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -24,35 +33,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.checkpoint import Checkpoint, CheckpointError, load_any
+from model.checkpoint import Checkpoint, CheckpointError, HubRef, cached_revisions, load_any, load_checkpoint
+from model.training.lazy_snapshots import Listed, LoadedSnapshots, Lister, Signature, Snapshot, signature_of
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".ckpt", ".bin")
 
 
 class SnapshotError(Exception):
     """A snapshot folder cannot be read (missing, not a folder); the message says which."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """One loaded snapshot.
-
-    Attributes
-    ----------
-    step : int            training steps behind these weights (total over resumed runs).
-    path : Path           the file.
-    checkpoint : Checkpoint
-        Model in eval mode, float32, on the CPU; its tokenizer is the run's shared object.
-    """
-
-    step: int
-    path: Path
-    checkpoint: Checkpoint
-
-    @property
-    def model(self):
-        """The snapshot's GPT (eval mode, CPU)."""
-        return self.checkpoint.model
 
 
 @dataclass(frozen=True)
@@ -63,13 +51,18 @@ class Skipped:
     reason: str
 
 
-def _signature(ck: Checkpoint) -> tuple[str, str | None]:
-    """What every snapshot of one run shares: the config and the vocabulary."""
-    tokens = ck.tokenizer.to_json() if ck.tokenizer is not None else None
-    return json.dumps(ck.config.to_dict(), sort_keys=True), tokens
+def weights_digest(model) -> str:
+    """A SHA-256 of a model's weights: every tensor of its state dict, by name, with its dtype and
+    shape (equal digests: the same weights, whatever file they came from)."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
 
 
-def _difference(sig: tuple[str, str | None], ref: tuple[str, str | None], whose: str) -> str | None:
+def _difference(sig: Signature, ref: Signature, whose: str) -> str | None:
     """Why a file's signature does not fit the run's (``whose`` says against what), or None."""
     mine, theirs = json.loads(sig[0]), json.loads(ref[0])
     for key in theirs:
@@ -89,8 +82,8 @@ def step_from_name(relative: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-def _step_of(ck: Checkpoint, relative: str) -> int | None:
-    steps = ck.training.get("steps")
+def _step_of(training: dict, relative: str) -> int | None:
+    steps = training.get("steps")
     if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0:
         return steps
     return step_from_name(relative)
@@ -132,7 +125,7 @@ def _stat_key(path: Path) -> tuple[int, int] | None:
 
 @dataclass
 class SnapshotSet:
-    """The snapshots of one run, ordered by step, loaded once and kept.
+    """The snapshots of one run, ordered by step, listed by their headers and loaded on first use.
 
     Attributes
     ----------
@@ -141,15 +134,22 @@ class SnapshotSet:
     skipped : list of Skipped      files that are not part of the run (unreadable, another shape
                                    or vocabulary, no step, a step already taken), by file name.
     reference : Checkpoint or None the model the snapshots were matched against, if any.
+    kept : LoadedSnapshots         the snapshots loaded now, within their memory budget.
+    revisions : dict of Path to (int, str)   for a Hub repository's revisions (:func:`revision_snapshots`):
+                                   each snapshot folder's step and revision name, the only files
+                                   looked at; empty for a folder of files.
     """
 
     folder: Path
     snapshots: list[Snapshot] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     reference: Checkpoint | None = None
-    _signature: tuple[str, str | None] | None = None
+    kept: LoadedSnapshots = field(default_factory=LoadedSnapshots)
+    revisions: dict[Path, tuple[int, str]] = field(default_factory=dict)
+    _signature: Signature | None = None
     _seen: dict[Path, tuple[int, int]] = field(default_factory=dict)
     _load_options: dict = field(default_factory=dict)
+    _lister: Lister | None = None
 
     def __len__(self) -> int:
         return len(self.snapshots)
@@ -166,6 +166,14 @@ class SnapshotSet:
         return [s.step for s in self.snapshots]
 
     @property
+    def tokenizer(self):
+        """The run's one tokenizer object (the reference's when it has one), or None."""
+        if self.reference is not None and self.reference.tokenizer is not None:
+            return self.reference.tokenizer
+        lister = self._lister
+        return lister.tokenizers.get(self._signature[1]) if lister is not None and self._signature else None
+
+    @property
     def val_curve(self) -> list[tuple[int, float]]:
         """The run's stored validation curve: (step, loss in nats per token), increasing step.
 
@@ -173,16 +181,22 @@ class SnapshotSet:
         the highest step (written with each snapshot: the curve up to it). Empty when unknown
         (nanoGPT files keep only the best loss so far).
         """
-        sources = [self.reference] if self.reference is not None else []
-        sources += [s.checkpoint for s in self.snapshots[::-1]]
-        for ck in sources:
-            curve = ck.training.get("val_curve")
+        sources = [self.reference.training] if self.reference is not None else []
+        sources += [s.training for s in self.snapshots[::-1]]
+        for training in sources:
+            curve = training.get("val_curve")
             if isinstance(curve, list) and curve:
                 try:
                     return sorted((int(s), float(v)) for s, v in curve)
                 except (TypeError, ValueError):
                     continue
         return []
+
+    def identical(self) -> list[list[int]]:
+        """Per snapshot (by index), the indices of the others whose weights are the same
+        (:func:`weights_digest`): a series that served one checkpoint under several steps."""
+        return [[j for j, other in enumerate(self.snapshots) if j != i and snap.digest and other.digest == snap.digest]
+                for i, snap in enumerate(self.snapshots)]
 
     def index_at(self, step: int) -> int:
         """Index of the snapshot at ``step``, or of the last one before it (0 before the first).
@@ -198,9 +212,10 @@ class SnapshotSet:
         return before[-1] if before else 0
 
     def refresh(self) -> list[Snapshot]:
-        """Load files that appeared (or changed) since the last look: for a run still writing.
+        """List files that appeared (or changed) since the last look: for a run still writing.
 
-        Files are written atomically, so a file that is there is complete.
+        Files are written atomically, so a file that is there is complete. Our files are read by
+        their headers only (their weights on first use); others whole.
 
         Returns
         -------
@@ -214,52 +229,76 @@ class SnapshotSet:
         """
         if not self.folder.is_dir():
             raise SnapshotError(f"{self.folder}: " + ("no such folder" if not self.folder.exists() else "not a folder"))
-        fresh = [p for p in _candidates(self.folder) if self._seen.get(p) != _stat_key(p)]
+        candidates = list(self.revisions) if self.revisions else _candidates(self.folder)
+        fresh = [p for p in candidates if self._seen.get(p) != _stat_key(p)]
         if not fresh:
             return []
-        loaded: list[tuple[Path, Checkpoint]] = []
+        lister = self._lister = self._lister or Lister(self._load_options)
+        again = set(fresh)
+        self.snapshots = [s for s in self.snapshots if s.path not in again]
+        self.skipped = [s for s in self.skipped if s.path not in again]
+        listed: list[tuple[Path, Listed]] = []
         for path in fresh:
             self._seen[path] = _stat_key(path)
-            self.snapshots = [s for s in self.snapshots if s.path != path]
-            self.skipped = [s for s in self.skipped if s.path != path]
             try:
-                loaded.append((path, load_any(path, allow_no_tokenizer=True, **self._load_options)))
+                listed.append((path, lister.list(path)))
             except CheckpointError as exc:  # NeedsInput too
                 reason = str(exc)
                 if reason.startswith(path.name + ": "):
                     reason = reason[len(path.name) + 2:]
                 self.skipped.append(Skipped(path, reason))
-        if self._signature is None and loaded:
-            counts = Counter(_signature(ck) for _, ck in loaded)
+        if self._signature is None and listed:
+            counts = Counter(item.signature for _, item in listed)
             # The most common shape and vocabulary is the run's (ties: the one of the highest step).
             self._signature = max(counts, key=lambda sig: (counts[sig], max(
-                (_step_of(ck, str(p)) or -1) for p, ck in loaded if _signature(ck) == sig)))
-        added = [s for s in (self._accept(path, ck) for path, ck in loaded) if s is not None]
+                (_step_of(item.training, str(p)) or -1) for p, item in listed if item.signature == sig)))
+        taken = {s.step: s for s in self.snapshots}
+        added = [s for s in (self._accept(path, item, taken) for path, item in listed) if s is not None]
         self.snapshots.sort(key=lambda s: (s.step, str(s.path)))
         self.skipped.sort(key=lambda s: str(s.path))
         return sorted(added, key=lambda s: (s.step, str(s.path)))
 
-    def _accept(self, path: Path, ck: Checkpoint) -> Snapshot | None:
+    def _accept(self, path: Path, item: Listed, taken: dict[int, Snapshot]) -> Snapshot | None:
         relative = os.path.relpath(path, self.folder)
         whose = "the model has" if self.reference is not None else "the run has"
-        why = _difference(_signature(ck), self._signature, whose)
-        step = _step_of(ck, relative)
-        taken = next((s for s in self.snapshots if s.step == step), None)
+        why = _difference(item.signature, self._signature, whose)
+        step, label = self.revisions.get(path, (_step_of(item.training, relative), relative))
         if why is None and step is None:
             why = "no training step in the file or in its name"
-        elif why is None and taken is not None:
-            why = f"step {step} again (already {os.path.relpath(taken.path, self.folder)})"
+        elif why is None and step in taken:
+            why = f"step {step} again (already {taken[step].label or os.path.relpath(taken[step].path, self.folder)})"
         if why is not None:
             self.skipped.append(Skipped(path, why))
             return None
-        if self.reference is not None and self.reference.tokenizer is not None:
-            ck.tokenizer, ck.vocab_padding = self.reference.tokenizer, self.reference.vocab_padding
-        else:  # one shared tokenizer object per run
-            shared = next((s.checkpoint.tokenizer for s in self.snapshots if s.checkpoint.tokenizer is not None), None)
-            ck.tokenizer = shared or ck.tokenizer
-        snap = Snapshot(step=step, path=path, checkpoint=ck)
+        foreign = item.checkpoint is not None
+        snap = Snapshot(step, path, item.training, lambda: self._load(path, foreign), self.kept,
+                        self._shared(item.checkpoint) if foreign else None, label=label,
+                        digest=weights_digest(item.checkpoint.model) if foreign else "")
+        taken[step] = snap
         self.snapshots.append(snap)
         return snap
+
+    def _shared(self, ck: Checkpoint) -> Checkpoint:
+        """``ck`` with the run's one tokenizer object (the reference's, with its padding)."""
+        if self.reference is not None and self.reference.tokenizer is not None:
+            ck.tokenizer, ck.vocab_padding = self.reference.tokenizer, self.reference.vocab_padding
+        elif self.tokenizer is not None:
+            ck.tokenizer = self.tokenizer
+        elif ck.tokenizer is not None and self._lister is not None:  # a foreign run's: the first file's
+            self._lister.tokenizers.setdefault(signature_of(ck)[1], ck.tokenizer)
+        return ck
+
+    def _load(self, path: Path, foreign: bool) -> Checkpoint:
+        """A listed snapshot's weights, read now (our file with the run's tokenizer, not parsed again).
+
+        Raises
+        ------
+        CheckpointError
+            When the file changed or went away since it was listed.
+        """
+        if foreign:
+            return self._shared(load_any(path, allow_no_tokenizer=True, **self._load_options))
+        return self._shared(load_checkpoint(path, tokenizer=self.tokenizer))
 
 
 def load_snapshots(folder: str | os.PathLike, reference: Checkpoint | None = None, *,
@@ -288,7 +327,7 @@ def load_snapshots(folder: str | os.PathLike, reference: Checkpoint | None = Non
     """
     options = {k: v for k, v in (("n_heads", n_heads), ("vocab_path", vocab_path)) if v is not None}
     snaps = SnapshotSet(folder=Path(folder), reference=reference, _load_options=options,
-                        _signature=_signature(reference) if reference is not None else None)
+                        _signature=signature_of(reference) if reference is not None else None)
     snaps.refresh()
     return snaps
 
@@ -335,7 +374,42 @@ def snapshot_folder_for(checkpoint: Checkpoint) -> Path | None:
     return None
 
 
+def hub_revisions_for(checkpoint: Checkpoint) -> list:
+    """The cached revisions (:class:`model.checkpoint.CachedRevision`) of a Hub model's repository that
+    are named after a training step, by step; [] for a model not opened from the Hub."""
+    if not isinstance(checkpoint.origin, HubRef):
+        return []
+    return sorted((r for r in cached_revisions(checkpoint.origin.repo_id) if r.step is not None),
+                  key=lambda r: (r.step, r.name))
+
+
+def revision_snapshots(revisions: list, reference: Checkpoint | None = None) -> SnapshotSet:
+    """Load a Hub repository's cached revisions (:func:`hub_revisions_for`) as the snapshots of one run,
+    matched against ``reference`` (the model opened from it) when given. Refs that point at one commit
+    are one snapshot, at the lowest of their steps, labelled with every name.
+
+    Raises
+    ------
+    SnapshotError
+        When there are no revisions.
+    """
+    if not revisions:
+        raise SnapshotError("no revisions of this repository named after a training step are in the local Hub cache")
+    by_folder: dict[Path, tuple[int, str]] = {}
+    for r in sorted(revisions, key=lambda r: (r.step, r.name)):  # refs of one commit: one snapshot, both names
+        step, names = by_folder.get(r.folder, (r.step, ""))
+        by_folder[r.folder] = (step, f"{names} = {r.name}" if names else r.name)
+    snaps = SnapshotSet(folder=revisions[0].folder.parent.parent, reference=reference, revisions=by_folder,
+                        _signature=signature_of(reference) if reference is not None else None)
+    snaps.refresh()
+    return snaps
+
+
 def snapshots_for(checkpoint: Checkpoint) -> SnapshotSet | None:
-    """The loaded snapshots of a checkpoint's run (see :func:`snapshot_folder_for`), or None."""
+    """The snapshots of a checkpoint's run: a Hub model's cached step revisions
+    (:func:`hub_revisions_for`), else the folder of :func:`snapshot_folder_for`; None when there are none."""
+    revisions = hub_revisions_for(checkpoint)
+    if revisions:
+        return revision_snapshots(revisions, reference=checkpoint)
     folder = snapshot_folder_for(checkpoint)
     return None if folder is None else load_snapshots(folder, reference=checkpoint)

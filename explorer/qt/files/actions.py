@@ -1,8 +1,8 @@
-"""The File menu's actions: open (a file, a folder, a Hub model, a recent one, a dropped one), reload,
-save as; the list of recent files.
+"""The File menu's actions: open (a file, a folder, a Hub model, a shipped model, a recent one, a dropped
+one), reload, save as; the list of recent files.
 
 Every way of opening ends in :meth:`FileActions.open_checkpoint` (the one open path): a reference
-(a ``Path`` or :class:`~model.formats.refs.HubRef`, text read once by
+(a ``Path``, :class:`~model.formats.refs.HubRef` or :class:`~model.formats.refs.BuiltinRef`, text read once by
 :func:`~model.formats.refs.parse_reference`) is opened by :class:`~explorer.qt.files.opening.CheckpointOpener`
 (inspect, ask, load once), made current in the session, and put first in the recent files, which
 hold each reference as its text (:data:`explorer.qt.settings.RECENT_FILES`).
@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from explorer.core.defaults import ASSETS, open_default, random_checkpoint
+from explorer.core.about import shipped_models
+from explorer.core.defaults import ASSETS, DEFAULT_MODEL, open_default, random_checkpoint
 from explorer.qt import dialogs
 from explorer.qt.files.hub import ERROR_TITLE, ask_repo
 from explorer.qt.files.opening import SAVE_FILTER, CheckpointOpener, default_save_path, does_not_run, save_model
@@ -21,12 +22,12 @@ from explorer.qt.session import ModelDoesNotRun
 from explorer.qt.settings import LAST_DIR, RECENT_FILES
 from model import Checkpoint
 from model.checkpoint import CheckpointError, OpenOptions
-from model.formats.refs import HubRef, Reference, as_reference, parse_reference, reference_name, reference_text
+from model.formats.refs import Reference, as_reference, parse_reference, reference_name, reference_text
 
 
 class FileActions:
-    """What File ▸ Open…, Open Folder…, Open from Hugging Face Hub…, Open Recent, Reload, Save As and
-    dropping a file on the window do, for one main window (its session, settings and status bar).
+    """What File ▸ Open…, Open Folder…, Open from Hugging Face Hub…, Open Shipped Model, Open Recent, Reload,
+    Save As and dropping a file on the window do, for one main window (its session, settings and status bar).
 
     Parameters
     ----------
@@ -47,10 +48,10 @@ class FileActions:
 
         Parameters
         ----------
-        ref : Path, HubRef or str
-            A file or folder, or a Hub model (fetched off the GUI thread, with a progress dialog
-            and Cancel); text is read by :func:`~model.formats.refs.parse_reference`
-            (``hf:REPO_ID[@REVISION]`` is a Hub model).
+        ref : Path, HubRef, BuiltinRef or str
+            A file or folder, a Hub model (fetched off the GUI thread, with a progress dialog
+            and Cancel) or a shipped model; text is read by :func:`~model.formats.refs.parse_reference`
+            (``hf:REPO_ID[@REVISION]`` is a Hub model, ``builtin:NAME`` a shipped one).
         answers : OpenOptions, optional
             Answers given up front (``--n-heads``, ``--vocab``), never asked.
 
@@ -62,7 +63,7 @@ class FileActions:
         window = self.window
         try:
             ref = as_reference(ref)
-        except CheckpointError as exc:  # text that starts with hf: but names no repository
+        except CheckpointError as exc:  # text that starts with hf: or builtin: but names no repository or model
             dialogs.error(window, ERROR_TITLE, str(exc))
             return False
         opener = CheckpointOpener(window, window.settings)
@@ -141,11 +142,24 @@ class FileActions:
         if ref is not None:
             self.open_checkpoint(ref)
 
+    def fill_shipped_menu(self, menu) -> None:
+        """Put the shipped models in ``menu`` (File ▸ Open Shipped Model, as it is about to show), each
+        as ``builtin:NAME`` with its shape and training in its tooltip (the default one said so)."""
+        menu.clear()
+        menu.setToolTipsVisible(True)
+        models = shipped_models(DEFAULT_MODEL)
+        for model in models:
+            action = menu.addAction(model.ref.name + (" (default)" if model.ref == DEFAULT_MODEL else ""))
+            action.setToolTip(f"{model.ref.spec}: {model.summary}")
+            action.setStatusTip(action.toolTip())
+            action.triggered.connect(lambda *_, ref=model.ref: self.open_checkpoint(ref))
+        menu.setEnabled(bool(models))
+
     def on_save_as(self) -> None:
         """File ▸ Save As: the current model as our .safetensors."""
         ckpt = self.window.session.checkpoint
         if ckpt is not None:
-            start = default_save_path(ckpt, Path(self._start_dir()))
+            start = default_save_path(ckpt, Path(LAST_DIR.read(self.window.settings) or Path.home()))
             path = dialogs.save_file(self.window, "Save Model As", str(start), SAVE_FILTER)
             if path:
                 self.save_checkpoint_as(Path(path) if Path(path).suffix else Path(path + ".safetensors"))
@@ -165,10 +179,10 @@ class FileActions:
 
     # ---- recent files --------------------------------------------------------------------------------
     def recent_references(self) -> list[Reference]:
-        """Recently opened files and folders that still exist, and Hub models, newest first (what is
-        missing or unreadable is pruned from the settings)."""
+        """Recently opened files and folders that still exist, Hub models and shipped models, newest first
+        (what is missing or unreadable, a shipped model no longer shipped, is pruned from the settings)."""
         texts = RECENT_FILES.read(self.window.settings)
-        refs = [ref for ref in map(_parsed, texts) if ref is not None and (isinstance(ref, HubRef) or ref.exists())]
+        refs = [ref for ref in map(_parsed, texts) if ref is not None and (not isinstance(ref, Path) or ref.exists())]
         if len(refs) != len(texts):
             RECENT_FILES.write(self.window.settings, [reference_text(ref) for ref in refs])
         return refs
@@ -178,7 +192,7 @@ class FileActions:
         return [reference_text(ref) for ref in self.recent_references()]
 
     def open_recent(self, ref: Reference | str) -> bool:
-        """Open a recent file, folder or Hub model; a file that has vanished is reported and pruned."""
+        """Open a recent file, folder, Hub model or shipped model; a file that has vanished is reported and pruned."""
         ref = _parsed(ref) if isinstance(ref, str) else ref
         if ref is None or (isinstance(ref, Path) and not ref.exists()):
             name = ref.name if ref is not None else "the file"
@@ -196,13 +210,14 @@ class FileActions:
         menu.setEnabled(bool(refs))
 
     def _add_recent(self, ref: Reference) -> None:
-        text = reference_text(ref if isinstance(ref, HubRef) else ref.resolve())
+        text = reference_text(ref.resolve() if isinstance(ref, Path) else ref)
         texts = [text] + [t for t in self.recent_files() if t != text]
         RECENT_FILES.write(self.window.settings, texts[:int(RECENT_FILES.hi)])
 
 
 def _parsed(text: str) -> Reference | None:
-    """A recent file's text as its reference; None for damaged text (``hf:`` and no repository id)."""
+    """A recent file's text as its reference; None for damaged text (``hf:`` and no repository id) and
+    for a shipped model no longer shipped."""
     try:
         return parse_reference(text)
     except CheckpointError:

@@ -10,11 +10,13 @@ from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QMenu, QWidget
 
+from explorer.core.applicability import not_applicable
 from explorer.core.export import (ExportCancelled, attention_csv_bytes, attention_csv_rows, trace_npz_bytes,
                                   write_attention_csv, write_trace_npz)
 from explorer.qt import dialogs
 from explorer.qt.scheduling.background import run_with_progress
 from explorer.qt.settings import LAST_EXPORT_DIR
+from model.core.architectures import has_attention
 
 
 def export_png(widget: QWidget, path: str | os.PathLike) -> None:
@@ -82,6 +84,11 @@ class ExportMenu:
         title = self.window.docks[self.window.current_panel()].windowTitle()
         self.actions["png"].setText(f"Panel “{title}” as &PNG…")
         self.actions["svg"].setText(f"Panel “{title}” as &SVG…")
+        config = self.window.session.config
+        attention = config is None or has_attention(config)  # the model before attention has no weights
+        self.actions["csv"].setEnabled(attention)
+        self.actions["csv"].setText("Attention Weights as &CSV…" if attention
+                                    else "Attention Weights as CSV (this model has no attention)")
 
     def _ask(self, title: str, suffix: str, filter: str) -> str | None:
         start = Path(LAST_EXPORT_DIR.read(self.window.settings) or Path.home())
@@ -126,6 +133,10 @@ class ExportMenu:
                                f"every tensor of the trace, {_megabytes(size)}", size, write_trace_npz)
 
     def _on_csv(self) -> None:
+        config = self.window.session.config
+        if config is not None and not has_attention(config):
+            dialogs.info(self.window, "No attention weights", not_applicable("attention", config))
+            return
         if self._needs_trace():
             trace = self.window.session.trace
             rows, size = attention_csv_rows(trace), attention_csv_bytes(trace, self.window.session.tokens)

@@ -35,6 +35,7 @@ from model.formats.refs import HubRef, Reference, reference_name
 VOCAB_FILTER = ("Vocabularies (*.pkl *.json *.bin);;nanoGPT meta.pkl (meta.pkl *.pkl);;"
                 "Vocabulary JSON / tokenizer.json (*.json);;llama2.c tokenizer.bin (*.bin);;All files (*)")
 VOCAB_CHOICES = ["Choose a vocabulary file…", "Choose GPT-2's folder…", "Open without a vocabulary"]
+SUGGESTED_CHOICE = "Use GPT-2's tokenizer (the files the question names)"
 SAVE_FILTER = "Transformer Explorer checkpoints (*.safetensors);;All files (*)"
 SAVE_ERROR_TITLE = "Could not save the model"
 log = logging.getLogger(__name__)
@@ -103,8 +104,8 @@ class CheckpointOpener:
 
         Parameters
         ----------
-        ref : Path or HubRef
-            A file or folder, or a Hub model (fetched with a progress dialog and Cancel).
+        ref : Path, HubRef or BuiltinRef
+            A file or folder, a Hub model (fetched with a progress dialog and Cancel) or a shipped model.
         given : OpenOptions, optional
             Answers supplied up front (command-line options); used as they are, never asked.
         """
@@ -205,9 +206,14 @@ class CheckpointOpener:
                           f"{n} heads do not divide the model's width; possible values: {possible}.")
 
     def ask_vocab(self, question: Question) -> tuple[Path | None, bool] | None:
-        """A vocabulary file, GPT-2's folder, or none (tokens named by id): (path, no vocabulary), or
+        """A vocabulary file, GPT-2's folder, or none (tokens named by id), and first, where the question
+        suggests one (GPT-2's files for a model of GPT-2's size), that one: (path, no vocabulary), or
         None when cancelled."""
-        choice = dialogs.ask_choice(self.parent, "Vocabulary not found", question.message, VOCAB_CHOICES)
+        offer = [SUGGESTED_CHOICE] if question.suggested is not None else []
+        choice = dialogs.ask_choice(self.parent, "Vocabulary not found", question.message, offer + VOCAB_CHOICES)
+        if offer and choice == 0:
+            return question.suggested.resolve(), False
+        choice = None if choice is None else choice - len(offer)
         start = str(question.path.resolve().parent)
         path = None
         if choice == 0:
@@ -233,9 +239,12 @@ class CheckpointOpener:
 
 def default_save_path(checkpoint: Checkpoint, fallback_dir: Path) -> Path:
     """Where Save As proposes to write: the file's stem + ``.safetensors`` beside it; for a Hub model
-    the repository's name in ``fallback_dir`` (never inside the Hub's cache)."""
-    if checkpoint.origin is not None:
+    the repository's name, for a shipped model its name, in ``fallback_dir`` (never inside the Hub's
+    cache or the installed app)."""
+    if isinstance(checkpoint.origin, HubRef):
         return fallback_dir / f"{checkpoint.origin.repo_id.split('/')[-1]}.safetensors"
+    if checkpoint.origin is not None:
+        return fallback_dir / f"{checkpoint.origin.name}.safetensors"
     if checkpoint.path is None:
         return fallback_dir / "model.safetensors"
     return checkpoint.path.resolve().with_suffix(".safetensors")

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, 
 from explorer.core.lessons import rope
 from explorer.core.architecture import embedding_titles
 from explorer.core.views import axis_labels, embedding_levels, embedding_views, token_label
+from model.core.architectures import has_attention
 from explorer.qt import theme
 from explorer.qt.plots.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
 from explorer.qt.scheduling.pacing import RefreshWhenShown
@@ -79,23 +80,28 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
 
     @property
     def kind(self) -> str:
-        """The loaded model's positional scheme: ``"learned"``, ``"rope"`` or ``"none"``."""
+        """The loaded model's positional scheme: ``"learned"``, ``"rope"`` or ``"none"``; ``"window"``
+        for the model before attention (e_i only: its input is the window of them side by side)."""
         cfg = self.session.config
-        return cfg.positional if cfg is not None else "learned"
+        if cfg is None:
+            return "learned"
+        return cfg.positional if has_attention(cfg) else "window"
 
     def _on_session_model_changed(self) -> None:
         model = self.session.model
         if model is None:
             return
         tok = model.tok_emb.weight.detach().numpy()
-        pos = model.pos_emb.weight.detach().numpy() if model.pos_emb is not None else None
+        table = getattr(model, "pos_emb", None)  # None: no learned table (RoPE, none, the window model)
+        pos = table.weight.detach().numpy() if table is not None else None
         self.levels = embedding_levels(tok, pos)
         for key, hm in self.heatmaps.items():
             hm.set_bar_levels(self.levels[key])
-        angles = model.rope_angles(model.config.context_length)
+        angles = model.rope_angles(model.config.context_length) if self.kind == "rope" else None
         self.angles = angles if angles is not None else np.zeros((0, 0), np.float32)
         self.middle.setCurrentIndex(PAGES.get(self.kind, 0))
         self.middle.setVisible(self.kind in PAGES)  # no middle map without positional encoding
+        self.heatmaps["x"].setVisible(self.kind != "window")  # its input is the window, not one x_i
         self._show_titles()
 
     def _show_titles(self) -> None:
@@ -113,6 +119,8 @@ class EmbeddingsPanel(RefreshWhenShown, QWidget):
 
     def _views(self) -> list[str]:
         """The maps to draw: the middle one as the model's scheme has it."""
+        if self.kind == "window":
+            return ["e"]
         return ["e", *{"learned": ["p"], "rope": ["rope"]}.get(self.kind, []), "x"]
 
     def _draw_one(self, key: str) -> None:

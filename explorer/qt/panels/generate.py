@@ -34,7 +34,9 @@ from explorer.qt.session import Session
 from explorer.qt.settings import (
     GENERATE_MODE, GENERATE_N, GENERATE_SEED, GENERATE_TEMPERATURE, GENERATE_TOP_K, GENERATE_TOP_P, Setting,
 )
+from model.core.architectures import has_attention
 from model.generate import Sampling
+from model.tokens.names import token_name
 
 PICK = "Select a generated token (a green chip, or its row in a map) to see what the model had to choose from."
 
@@ -159,8 +161,7 @@ class GeneratePanel(QWidget):
     # ---- showing the story -------------------------------------------------------------------------
     def token_name(self, token_id: int) -> str:
         """The display name of a token id (``#id`` without a vocabulary)."""
-        tok = self.session.tokenizer
-        return tok.display(int(token_id)) if tok is not None else f"#{token_id}"
+        return token_name(self.session.tokenizer, token_id)
 
     def refresh(self) -> None:
         """The status, the branch list and the selected token's alternatives."""
@@ -216,7 +217,9 @@ class GeneratePanel(QWidget):
         if row < 0:
             saw = "What it saw has left the context window."
         else:
-            saw = f"It saw the tokens before it: <a href='row'>query row {row}</a> of the attention maps."
+            saw = (f"It saw the tokens before it: <a href='row'>query row {row}</a> of the attention maps."
+                   if has_attention(s.config) else
+                   f"It saw the tokens before it: <a href='row'>row {row}</a>, a window of the last {ctx} tokens.")
             if max(0, index - ctx) != s.trace.dropped:
                 saw += f" The window has moved since: it then saw tokens {max(0, index - ctx)}–{index - 1}."
         alts = "Its alternatives (softmax probabilities; click one to fork a branch from it):"

@@ -26,6 +26,7 @@ from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
 from model import Checkpoint, Tokenizer
 from model.checkpoint import CheckpointError, load_any
+from model.core.architectures import architecture_of
 from model.core.plain import clip, readable
 from model.tokens.names import KIND_DESCRIPTIONS
 
@@ -85,8 +86,10 @@ def incompatible(ckpt: Checkpoint, other: Checkpoint) -> str:
     """Why ``other``'s logits cannot be compared with ``ckpt``'s ("" when they can): the config fields
     of :data:`SAME_MODEL_FIELDS` that differ."""
     a, b = ckpt.config, other.config
+    if type(a) is not type(b):  # the transformer and the model before attention
+        return f"a {architecture_of(a)} here, a {architecture_of(b)} there"
     diffs = [f"{name} {getattr(a, name)} here, {getattr(b, name)} there" for name in SAME_MODEL_FIELDS
-             if getattr(a, name) != getattr(b, name)]
+             if getattr(a, name, None) != getattr(b, name, None)]
     return "; ".join(diffs)
 
 

@@ -24,8 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer.core.nexttoken import TopK, append_token, insert_after, top_k
-from explorer.core.token_text import append_id
+from explorer.core.nexttoken import TopK, top_k
 from explorer.core.views import token_label
 from explorer.qt import theme
 from explorer.qt.widgets.explain_target import ExplainTarget
@@ -34,7 +33,7 @@ from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.plots.plot_items import LabelAxis, plain_numbers, scroll_by_wheel
 from explorer.qt.session import Session
 from explorer.qt.settings import NEXT_TOKEN_K, NEXT_TOKEN_TEMPERATURE
-from model.tokens.names import WORD
+from model.tokens.names import token_name
 
 BAR_HEIGHT = 0.8
 BAR_COLOUR, TARGET_COLOUR = "#4477aa", "#ee7733"  # the Why panel's chosen target in orange
@@ -69,6 +68,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
         self.info.setWordWrap(True)
         self.info.setMinimumHeight(2 * QFontMetrics(self.info.font()).lineSpacing())  # wrapping never moves the bars
+        self.info.setAutoFillBackground(True)  # opaque: its new text every keystroke repaints it alone, not the panel
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(theme.plot_background(self))
         self.plot = self.graphics.addPlot(axisItems={"left": LabelAxis("left")})
@@ -136,8 +136,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
 
     def token_name(self, token_id: int) -> str:
         """The display name of a token id (``#id`` when the model has no tokenizer)."""
-        tok = self.session.tokenizer
-        return tok.display(token_id) if tok is not None else f"#{token_id}"
+        return token_name(self.session.tokenizer, token_id)
 
     def refresh(self) -> None:
         """Recompute top-k for the selected position and redraw the bars (cleared when T == 0)."""
@@ -230,23 +229,16 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
     def append(self, rank: int) -> None:
         """Put the token with this rank (0 = most likely) where the bars predict it: at the end
         of the text, or, when an earlier position is selected, right after that token (which
-        then selects the inserted token)."""
+        then selects the inserted token). The token goes in as the id it is (its text is its
+        rendering: :meth:`Session.insert_tokens`), so the next trace has exactly that token."""
         if self.top is None or not 0 <= rank < len(self.top.ids):
             return
         s = self.session
-        token_id = int(self.top.ids[rank])
-        tok = s.tokenizer
         pos = s.selected_position()
-        if tok is None:  # no vocabulary: the text is typed ids
-            s.set_text(append_id(s.text, token_id))
-            return
-        piece = tok.decode([token_id]) or tok.id_to_token(token_id)
-        word_level = tok.kind == WORD
         if pos is None or pos == s.trace.n_tokens - 1:
-            s.set_text(append_token(s.text, piece, word_level))
+            s.insert_tokens(len(s.encoding), [int(self.top.ids[rank])])
             return
-        _, end = s.encoding.spans[s.trace.dropped + pos]
-        s.set_text(insert_after(s.text, end, piece, word_level))
+        s.insert_tokens(s.trace.dropped + pos + 1, [int(self.top.ids[rank])])
         s.set_position(pos + 1)
 
     def _on_scene_clicked(self, event) -> None:

@@ -13,6 +13,7 @@ from explorer.core.views import axis_labels, head_weight_views, qkv_views, symme
 from explorer.qt.plots.heatmap import DIVERGING, TOKEN_TITLE, Heatmap, dimension_title
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
+from explorer.qt.widgets.not_applicable import NotApplicable
 
 NAMES = ("q", "k", "v")
 
@@ -44,6 +45,7 @@ class QKVPanel(RefreshWhenShown, QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(top)
         layout.addLayout(maps, 1)
+        self.gate = NotApplicable(self, "qkv")  # the model before attention: one sentence instead
         self.show_weights.toggled.connect(self.refresh)
         self.follow(session)
         self.refresh()
@@ -58,6 +60,8 @@ class QKVPanel(RefreshWhenShown, QWidget):
 
     def refresh(self) -> None:
         """Redraw for the session's layer and head (cleared when there is nothing to show)."""
+        if not self.gate.applies(self.session.config):
+            return
         s = self.session
         layer, head = s.layer, s.head
         self.caption.setText(qkv_caption(s.config, layer, head, s.kv_head(layer, head) if s.model else 0,

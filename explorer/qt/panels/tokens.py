@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer.core.architecture import position_switch
+from explorer.core.architecture import causal_switch, position_switch
 from explorer.core.token_text import display_tokens, ids_encoding
 from explorer.core.views import Chip, crop_note, token_chips, token_label
 from explorer.qt import theme
@@ -122,15 +122,16 @@ class TokensPanel(QWidget):
     def _on_session_options_changed(self) -> None:
         """Show the session's options. The position box says what it switches for this model (a
         learned table, or RoPE's rotation); a model without positional encoding greys it (off) with
-        the reason, and the session keeps the choice for the next model that has one."""
-        switch = position_switch(self.session.config)
-        for box, on in ((self.pe_box, self.session.positional_encoding and switch.enabled),
-                        (self.causal_box, self.session.causal)):
+        the reason, and the session keeps the choice for the next model that has one. The model
+        before attention greys both (it has no positional encoding and no mask)."""
+        config = self.session.config
+        for box, switch, on in ((self.pe_box, position_switch(config), self.session.positional_encoding),
+                                (self.causal_box, causal_switch(config), self.session.causal)):
             with QSignalBlocker(box):
-                box.setChecked(on)
-        self.pe_box.setText(switch.label)
-        self.pe_box.setEnabled(switch.enabled)
-        self.pe_box.setToolTip(switch.tooltip)
+                box.setChecked(on and switch.enabled)
+            box.setText(switch.label)
+            box.setEnabled(switch.enabled)
+            box.setToolTip(switch.tooltip)
 
     def _chip(self, i: int) -> ChipLabel:
         while len(self.chips) <= i:  # grow the pool; chips are reused on every update

@@ -117,7 +117,8 @@ class Heatmap(TickLabels, QWidget):
         else:
             self.image.setColorMap(colormap(cmap))
         self._selection, self._hover = RowOutline(), RowOutline(dashed=True)  # pinned and hovered rows
-        for outline in (self._selection, self._hover):
+        self._marked = RowOutline()  # one cell a tour step points at (set_marked_cell)
+        for outline in (self._selection, self._hover, self._marked):
             outline.setVisible(False)
             self.plot.addItem(outline)
         self.readout = QLabel(" ")
@@ -301,6 +302,23 @@ class Heatmap(TickLabels, QWidget):
             self._keep = keep
             if self._tick_key is not None and (self._tick_key[0][1] > 1 or self._tick_key[1][1] > 1):
                 self._update_ticks()  # thinned: the kept labels changed
+
+    def set_marked_cell(self, cell: tuple[int, int] | None) -> None:
+        """Outline one cell (row, col), e.g. the one a tour step points at; None: no mark."""
+        rows, cols = self.data.shape if self.data.ndim == 2 else (0, 0)
+        if cell is None or not (0 <= cell[0] < rows and 0 <= cell[1] < cols):
+            self._marked.setVisible(False)
+            return
+        self._marked.setRect(QRectF(cell[1], cell[0], 1, 1))
+        self._marked.setVisible(True)
+
+    @property
+    def marked_cell(self) -> tuple[int, int] | None:
+        """The outlined cell (row, col) of :meth:`set_marked_cell`, or None."""
+        if not self._marked.isVisible():
+            return None
+        r = self._marked.rect()
+        return int(r.top()), int(r.left())
 
     def cell_at(self, scene_pos) -> tuple[int, int] | None:
         """(row, col) of the cell under a scene position, or None outside the data."""

@@ -215,13 +215,24 @@ class ShrinkingTitle(pg.LabelItem):
 
     pyqtgraph's title asks for its text's width, so a long title ("e_i token embedding") made
     the plot wider than its widget when three heatmaps share a row, and the colour bar on the
-    right was cut off.
+    right was cut off. Setting the same text again changes nothing.
     """
+
+    def setText(self, text, **args) -> None:  # noqa: N802 (pyqtgraph API)
+        """Show ``text`` (pyqtgraph's, but the same text and style again change nothing: a title
+        set anew on every update laid its plot out again, and the plot repainted three more times)."""
+        if text == getattr(self, "text", None) and all(self.opts.get(k) == v for k, v in args.items()):
+            return
+        super().setText(text, **args)
 
     def updateMin(self) -> None:  # noqa: N802 (pyqtgraph API)
         super().updateMin()
         self.setMinimumWidth(0)
-        self._sizeHint[Qt.SizeHint.MinimumSize] = (0, self._sizeHint[Qt.SizeHint.MinimumSize][1])
+        # Neither its least nor its preferred width is its text's: a new text (a title that names
+        # the token typed) re-divided the plots of a grid between its columns on every keystroke,
+        # and every plot of the grid was laid out and repainted again.
+        for which in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
+            self._sizeHint[which] = (0, self._sizeHint[which][1])
         self.updateGeometry()
 
 

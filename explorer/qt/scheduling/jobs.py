@@ -17,6 +17,8 @@ from typing import Any, Callable, Hashable
 import shiboken6
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
+from explorer.qt.scheduling.pacing import settle_layouts
+
 #: A panel's job: fn(checkpoint, inputs) -> value, run on the worker thread or at once.
 JobFn = Callable[[Any, Any], Any]
 
@@ -100,6 +102,9 @@ class Worker(QObject):
         self._running: _Item | None = None
         self._superseded = False  # newer work waits that the running work delays (read on its thread)
         self._closed = False
+        #: Results handed over to the GUI thread so far (a benchmark tells a keystroke's own frame
+        #: from the drawing of work that came back from this thread after it).
+        self.delivered = 0
 
     @property
     def busy(self) -> bool:
@@ -168,13 +173,16 @@ class Worker(QObject):
         item, value, exc, ms = payload
         del payload
         self._running = None
+        self.delivered += 1
         try:
             if not self._closed:
                 item.deliver(value, exc, ms)
+                settle_layouts()  # what the result's drawing changed, laid out before it is painted
         finally:
             # The next piece starts once this result is handed over: a trace then replaces the
             # one shown before the next trace starts, so that the rows of two traces, not three,
             # are alive while someone types (model.tracing.reuse writes rows no live trace views; the
             # GPT-2-small-sized model's traces of 1,024 tokens are 1.2 GB each).
             del value
-            self._start_next()
+            if self._running is None:  # unless ``deliver`` submitted work that started at once
+                self._start_next()

@@ -2,7 +2,8 @@
 
 Traces are computed on the GUI thread while that is fast (the default model takes about 2 ms), and
 on the worker thread (:class:`~explorer.qt.scheduling.jobs.Worker`), coalesced to the newest text,
-once a trace takes longer than :data:`ASYNC_MS`. Which it is, is measured: when a model opens
+once a trace takes longer than :data:`ASYNC_MS` (each trace that finishes is shown unless a newer one
+is shown already: typing faster than the model shows the newest traced text, never nothing). Which it is, is measured: when a model opens
 (:meth:`Scheduler.probe`, on the text's first :data:`TIMING_TOKENS` tokens, which its first trace
 then reuses) and on every trace computed whole. Each trace reuses the rows of the one computed
 before it (:class:`~explorer.core.trace_chain.TraceChain`).
@@ -30,6 +31,13 @@ from model.core.interventions import Interventions, WithInterventions
 from model.explain.loo import Interrupted
 
 ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
+#: What a 16 ms frame leaves for a panel's job on the GUI thread after a keystroke's trace and paint
+#: (13-15 ms at T = 32 with the default model); a job expected to take longer runs on the worker.
+FRAME_LEFT_MS = 2.0
+#: Work expected to take longer than this is worth a "computing…" note; a note for shorter work only
+#: flashes (and lays its panel out and repaints it twice a keystroke).
+NOTICEABLE_MS = 100.0
+SPARE_ROWS = 64  # after a worker's trace that computed this many rows, a second row store is filled ahead of the next edit
 TIMING_TOKENS = 32  # a new model's speed is measured on this many tokens (at most its context)
 COMPUTE_MODES = ("auto", "sync", "async")
 
@@ -107,13 +115,9 @@ class Scheduler(QObject):
     # ---- traces ------------------------------------------------------------------------------------
     def request(self, checkpoint: Checkpoint, encoding: Encoding, positional_encoding: bool, causal: bool,
                 interventions: Interventions) -> TraceRequest:
-        """A new trace request, newer than every earlier one (whose results are then dropped)."""
+        """A new trace request, newer than every earlier one (its ``gen`` is larger)."""
         self._gen += 1
         return TraceRequest(self._gen, checkpoint, encoding, positional_encoding, causal, interventions)
-
-    def is_newest(self, request: TraceRequest) -> bool:
-        """Whether no trace was requested after ``request`` (an older text's trace is never shown)."""
-        return request.gen == self._gen
 
     def probe(self, request: TraceRequest) -> float:
         """The first runs of a newly opened model, before the session shows it: torch's one-off costs
@@ -152,8 +156,23 @@ class Scheduler(QObject):
             return
         if not self.traces_off_gui_thread:
             on_done(request, *self.compute(request))
-        else:
-            self.worker.submit("trace", lambda: self._trace(request), lambda *done: on_done(request, *done), priority=0)
+            return
+
+        def delivered(traced, exc, ms) -> None:
+            on_done(request, traced, exc, ms)
+            if traced is not None and traced[0].n_tokens - traced[0].reused_rows >= SPARE_ROWS:
+                self._prepare_spare()
+
+        self.worker.submit("trace", lambda: self._trace(request), delivered, priority=0)
+
+    def _prepare_spare(self) -> None:
+        """After the worker traced many rows (a model opened on a long text, a paste), fill a second
+        row store with the latest trace's rows on the worker, after every trace and job, stopping
+        for newer work: the next edit of a row it shows then computes only its new rows (without:
+        the first keystroke after opening the GPT-2-small-sized model at T = 520 took 2.9 s)."""
+        chain = self.chain
+        self.worker.submit("spare", lambda: chain.prepare_spare(lambda: self.worker.superseded),
+                           lambda *_: None, priority=2)
 
     def measured(self, trace: Trace, model_ms: float) -> None:
         """GUI thread or worker thread for the next traces ("auto" mode), judged on what a trace of
@@ -181,7 +200,7 @@ class Scheduler(QObject):
     # ---- panels' jobs ---------------------------------------------------------------------------------
     def submit(self, requester: QObject, checkpoint: Checkpoint, interventions: Interventions, fn: JobFn,
                inputs: Any, on_result: Callable[[JobResult], None], *, passes: int = 1, name: str = "",
-               inline_ms: float = ASYNC_MS) -> None:
+               inline_ms: float = FRAME_LEFT_MS) -> None:
         """Run a model computation for a panel: ``fn(checkpoint, inputs)``, result to ``on_result``.
 
         Parameters
@@ -213,8 +232,8 @@ class Scheduler(QObject):
         name : str
             Separates independent requests of one requester (each coalesced on its own).
         inline_ms : float
-            The most the job may take on the GUI thread (default :data:`ASYNC_MS`); a job that
-            follows every keystroke passes what the frame budget leaves after the trace and paint.
+            The most the job may take on the GUI thread (default :data:`FRAME_LEFT_MS`, what a
+            frame leaves after a keystroke's trace and paint); 0 for work that never fits a frame.
         """
         if self._closed:
             return

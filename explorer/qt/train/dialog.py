@@ -41,7 +41,7 @@ from explorer.qt.scheduling.background import run_with_progress
 from explorer.qt.settings import LAST_DIR
 from explorer.qt.plots.plot_items import plain_numbers
 from explorer.qt.train.run import TrainRun
-from model.training.data import CorpusError
+from model.training.data import CorpusError, unknown_warning
 
 SMOOTH = 20  # steps in the running mean of the training loss
 SPINS = (("n_layers", "layers", 1, 64), ("n_heads", "heads", 1, 64), ("d_model", "d_model", 1, 8192),
@@ -71,6 +71,7 @@ class TrainDialog(QDialog):
         self.setWindowTitle("Train New Model")
         self.folder = folder
         self.run: TrainRun | None = None
+        self._held_out: tuple[Path, Path] | None = None  # the texts this dialog split for its run
         self.corpus = QListWidget()
         self.corpus.setMaximumHeight(70)
         self.val, self.out = QLineEdit(), QLineEdit()
@@ -207,6 +208,7 @@ class TrainDialog(QDialog):
             return False
         if choice.val is None and not self._hold_out(choice):
             return False
+        self._held_out = held_out_paths(choice.out) if choice.val is None else None
         out = Path(choice.out)
         log_path = out.with_name(out.stem + "-train-log.jsonl")
         self.run = TrainRun(command_args(choice, log_path), log_path, out.parent, parent=self)
@@ -260,15 +262,29 @@ class TrainDialog(QDialog):
         spent = duration(log.train_s)
         if saved:
             what = "done" if code == 0 else f"stopped at step {log.step:,} of {log.steps:,}"
-            self.summary.setText(f"{what}: saved {out} ({spent} of training); it is now open.")
+            warning = unknown_warning(log.val_unk_share)
+            advice = f" {warning.removeprefix('warning: ')} (python -m model.train)." if warning else ""
+            self.summary.setText(f"{what}: saved {out} ({spent} of training); it is now open.{advice}")
             self.out.setText(next_free_name(out))  # a next run gets a name (and snapshot folder) of its own
             self.sig_open.emit(str(out))
+            return
+        self._remove_held_out()
+        if run.stopped_early:
+            self.summary.setText("stopped before training started: nothing was written.")
         elif code == 2:
             self.problem.setText(run.error_line())
             self.problem.setVisible(True)
             self.summary.setText("the run did not start: nothing was written.")
         else:
             self.summary.setText(f"the run ended ({OUTCOME.get(code, f'status {code}')}): {run.error_line()}")
+
+    def _remove_held_out(self) -> None:
+        """A run that saved no model leaves none of the text this dialog split for it (``OUT-text/``)."""
+        for path in self._held_out or ():
+            path.unlink(missing_ok=True)
+        if self._held_out and self._held_out[0].parent.is_dir() and not any(self._held_out[0].parent.iterdir()):
+            self._held_out[0].parent.rmdir()
+        self._held_out = None
 
 
 def open_train_dialog(window) -> TrainDialog:

@@ -18,9 +18,17 @@ POLL_MS = 250  # how often the log file is read
 STDERR_KEEP = 20_000  # characters of the run's stderr kept for messages
 QUIT_WAIT_MS = 60_000  # the app quitting waits this long for a cancelled run to save
 # The child restores Python's Ctrl+C (an app started in the background may ignore SIGINT, and
-# exec keeps an ignored signal ignored), then runs the command's main: `python -m model.train ARGS`.
-CHILD = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-         "from model.train import main; sys.exit(main(sys.argv[1:]))")
+# exec keeps an ignored signal ignored), then runs the command: `python -m model.train ARGS`, with a
+# Cancel while torch imports held back until it can stop cleanly (model.training.interrupts).
+CHILD = ("import signal, sys\n"
+         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+         "try:\n"
+         "    from model.train import main\n"
+         "except KeyboardInterrupt:\n"
+         "    from model.training.interrupts import EXIT_INTERRUPTED, STARTING_INTERRUPTED\n"
+         "    print(STARTING_INTERRUPTED, file=sys.stderr)\n"
+         "    sys.exit(EXIT_INTERRUPTED)\n"
+         "sys.exit(main(sys.argv[1:]))\n")
 
 
 def child_environment() -> QProcessEnvironment:
@@ -67,6 +75,7 @@ class TrainRun(QObject):
         self.stderr = ""
         self.exit_code: int | None = None
         self.cancelled = False
+        self.stopped_early = False  # cancelled before training started: ended, nothing written
         self._offset = 0
         self.process = QProcess(self)
         self.process.setProgram(sys.executable)
@@ -91,16 +100,23 @@ class TrainRun(QObject):
 
     def start(self) -> None:
         """Start the process (returns at once)."""
-        self.exit_code, self.cancelled = None, False
+        self.exit_code, self.cancelled, self.stopped_early = None, False, False
         self.process.start()
         self._timer.start()
 
     def cancel(self) -> None:
         """Stop the run as Ctrl+C does: it saves the model reached (SIGINT; on Windows, which has no
-        SIGINT for another process, the process is killed and nothing is saved)."""
+        SIGINT for another process, the process is killed and nothing is saved). Before training has
+        started (no ``start`` line in the log: Python starting, torch importing, the text read) there
+        is nothing to save, and the process is ended at once (:attr:`stopped_early`)."""
         if not self.running:
             return
         self.cancelled = True
+        self.read_log()
+        if self.log.steps == 0:  # a SIGINT this early could come before Python handles it
+            self.stopped_early = True
+            self.process.kill()
+            return
         pid = self.process.processId()
         if os.name == "posix" and pid > 0:
             os.kill(pid, signal.SIGINT)

@@ -30,6 +30,7 @@ class _Fitted(QWidget):
         super().__init__()
         self.panel = panel
         panel.setParent(self)
+        self._told: tuple[QSize, QSize] | None = None  # the panel's minimum and maximum the scroll area knows
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt naming)
         return self.panel.minimumSizeHint().expandedTo(self.panel.minimumSize())
@@ -42,6 +43,12 @@ class _Fitted(QWidget):
         super().resizeEvent(event)
 
     def event(self, event) -> bool:  # noqa: D102 (Qt API)
-        if event.type() == QEvent.Type.LayoutRequest:  # the panel's minimum size changed: tell the scroll area
-            self.updateGeometry()
+        if event.type() == QEvent.Type.LayoutRequest:
+            # The panel's layout changed: tell the scroll area only when its minimum or maximum
+            # size did. A label's new text lays its panel out again on every keystroke; passed on,
+            # that laid out the dock, the main window and its docks again and repainted them.
+            told = (self.minimumSizeHint(), self.panel.maximumSize())
+            if told != self._told:
+                self._told = told
+                self.updateGeometry()
         return super().event(event)

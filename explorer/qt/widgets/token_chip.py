@@ -99,7 +99,9 @@ class ChipLabel(QWidget):
             self._hint = hint
             self.updateGeometry()
         tip = f"text {chip.original!r} · id {chip.token_id} · position {pos}"
-        if chip.is_unk:
+        if chip.is_unk and generated:  # its text is U+FFFD, the rendering of a token that names no text
+            tip = f"the model wrote the unknown token (id {chip.token_id}); the text shows it as {chip.original!r}"
+        elif chip.is_unk:
             tip = f"unknown to the vocabulary: original text {chip.original!r} (shown as <unk>, id {chip.token_id})"
         if chip.dropped:
             tip += " · outside the context window (not run)"

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from explorer.core.training_views import head_curves, step_ticks, step_x, top1_changes
 from explorer.core.views import token_label
 from explorer.qt import theme
+from explorer.qt.plots.heatmap import settle_view
 from explorer.qt.plots.plot_items import plain_numbers, use_shrinking_title
 from model.training.over_training import TrainingCurves
 
@@ -21,7 +22,7 @@ COLOURS = {"text": "#1f5fa8", "val": "#d0700a", "target": "#1f5fa8", "top1": "#8
 MARKER = "#c0392b"
 
 
-def _plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label: str,
+def make_plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label: str,
           legend: tuple[int, int] = (-4, 4)) -> pg.PlotItem:
     """A plot of the grid; ``legend`` is its offset (negative: from the right or bottom)."""
     plot = layout.addPlot(row=row, col=col)
@@ -40,6 +41,9 @@ def _plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label: st
 MIN_HEIGHT_PX = 380  # two rows of plots with their titles, axes and a readable curve
 
 
+CHANGE_LABELS = 12  # top-1 changes named on the curve; the others are marked only
+
+
 class CurvesView(pg.GraphicsLayoutWidget):
     """Loss on the text and the validation curve; the target's and the top-1's probability; the
     selected head's attention mass on the first, previous and same token; attention entropy."""
@@ -49,10 +53,10 @@ class CurvesView(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.loss = _plot(self.ci, 0, 0, "loss on this text", "nats / token")
-        self.prob = _plot(self.ci, 0, 1, "next-token probability", "probability", legend=(4, 4))
-        self.mass = _plot(self.ci, 1, 0, "attention mass, selected head", "mean weight", legend=(4, 4))
-        self.entropy = _plot(self.ci, 1, 1, "attention entropy", "nats", legend=(-4, -4))
+        self.loss = make_plot(self.ci, 0, 0, "loss on this text", "nats / token")
+        self.prob = make_plot(self.ci, 0, 1, "next-token probability", "probability", legend=(4, 4))
+        self.mass = make_plot(self.ci, 1, 0, "attention mass, selected head", "mean weight", legend=(4, 4))
+        self.entropy = make_plot(self.ci, 1, 1, "attention entropy", "nats", legend=(-4, -4))
         self.plots = (self.loss, self.prob, self.mass, self.entropy)
         theme.style_plots(self, self.plots)
         self.setMinimumHeight(MIN_HEIGHT_PX)  # a small dock scrolls (panel_scroll) rather than squash the plots
@@ -92,10 +96,19 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.prob.setTitle(target_note)
         self._mark_changes(curves, x, name)
         self.show_head(curves, layer, head)
+        for plot in self.plots:  # ranges applied now, not in the first paint (which then paints again)
+            settle_view(plot.getViewBox())
 
     def show_head(self, curves: TrainingCurves, layer: int, head: int) -> None:
-        """The selected head's statistics (the others' entropy faint behind it)."""
+        """The selected head's statistics (the others' entropy faint behind it); a model without attention
+        (no heads: the model before attention) leaves the two attention plots empty and says so."""
         x = step_x(curves.steps)
+        if curves.attn_entropy.shape[1] == 0:
+            for item in (*self.mass_curves.values(), self.entropy_curve, *self.other_heads):
+                item.setData([], [])
+            self.mass.setTitle("attention mass: this model has no attention")
+            self.entropy.setTitle("attention entropy: this model has no attention")
+            return
         stats = head_curves(curves, layer, head)
         for key, item in self.mass_curves.items():
             item.setData(x, stats[key])
@@ -116,9 +129,13 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.entropy.setYRange(0, max(float(finite.max()) if finite.size else 0.0, math.log(2)) * 1.05, padding=0)
 
     def _mark_changes(self, curves: TrainingCurves, x: np.ndarray, name: Callable[[int], str]) -> None:
-        """A marker on the top-1 curve, with the new top-1 token, where the top-1 changed."""
+        """A marker on the top-1 curve where the top-1 changed, and the new top-1 token beside at most
+        :data:`CHANGE_LABELS` of them (spread evenly: a label per change of a long noisy run was
+        hundreds of text items, unreadable, and 70 ms to lay out and more to paint)."""
         where = top1_changes(curves)
         self.changes.setData(x[where], curves.top1_prob[where])
+        if len(where) > CHANGE_LABELS:
+            where = where[np.unique(np.round(np.linspace(0, len(where) - 1, CHANGE_LABELS)).astype(np.int64))]
         while len(self.change_labels) < len(where):
             label = pg.TextItem(color=MARKER, anchor=(0.5, 1.2))
             self.prob.addItem(label, ignoreBounds=True)
@@ -144,10 +161,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
 
     def set_step(self, step: int | None) -> None:
         """Move the vertical line to the step shown (hidden for None)."""
-        for line in self.lines:
-            line.setVisible(step is not None)
-            if step is not None:
-                line.setValue(float(step_x(step)))
+        place_lines(self.lines, step)
 
     def clear_curves(self) -> None:
         """No curves (no snapshots, or no tokens). (Not ``clear``: GraphicsLayoutWidget's ``clear``
@@ -160,7 +174,20 @@ class CurvesView(pg.GraphicsLayoutWidget):
             label.setVisible(False)
 
     def _on_scene_clicked(self, event) -> None:
-        for plot in self.plots:
-            if plot.getViewBox().sceneBoundingRect().contains(event.scenePos()):
-                self.sig_x_clicked.emit(plot.getViewBox().mapSceneToView(event.scenePos()).x())
-                return
+        emit_clicked_x(self.plots, event, self.sig_x_clicked)
+
+
+def place_lines(lines, step: int | None) -> None:
+    """Move vertical lines (one per plot) to ``step`` on the log step axis; hide them for None."""
+    for line in lines:
+        line.setVisible(step is not None)
+        if step is not None:
+            line.setValue(float(step_x(step)))
+
+
+def emit_clicked_x(plots, event, signal) -> None:
+    """Emit ``signal`` with the x (log10(1 + step)) of a click on one of ``plots``."""
+    for plot in plots:
+        if plot.getViewBox().sceneBoundingRect().contains(event.scenePos()):
+            signal.emit(plot.getViewBox().mapSceneToView(event.scenePos()).x())
+            return

@@ -10,13 +10,16 @@ The snapshots are loaded once, off the GUI thread, when the panel is first shown
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
 from pathlib import Path
 
 from PySide6.QtCore import QSignalBlocker, Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QTabWidget, QVBoxLayout, QWidget
 
-from explorer.core.training_views import SliderStop, nearest_index, slider_stops
+from explorer.core.applicability import not_applicable
+from explorer.core.training_views import CURVE_SNAPSHOTS, SliderStop, curve_snapshots, nearest_index, slider_stops
 from explorer.core.views import token_label
 from explorer.qt import dialogs
 from explorer.qt.scheduling.jobs import JobResult
@@ -25,6 +28,9 @@ from explorer.qt.session import Session
 from explorer.qt.panels.training.snapshot_diff import DifferenceView
 from explorer.qt.panels.training.snapshot_source import SnapshotSource
 from explorer.qt.panels.training.curves import CurvesView
+from explorer.qt.panels.training.head_curves import HeadTypeCurvesView
+from explorer.core.head_types import curves_job as head_types_job
+from model.tokens.names import token_name
 from model.training.over_training import TrainingCurves, curves_over_training
 
 PLAY_MS = 700  # one snapshot per this many ms while playing
@@ -92,9 +98,13 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self._player.timeout.connect(self._on_player_tick)
         self.curves_view = CurvesView()
         self.curves_view.sig_x_clicked.connect(self._on_curve_clicked)
+        self.head_curves = HeadTypeCurvesView()  # every head's type over training, on the probe (not the text)
+        self.head_curves.sig_x_clicked.connect(self._on_curve_clicked)
+        self._head_curves_for = self._head_curves_asked = None  # the snapshot view drawn; (view, weights) asked
         self.difference = DifferenceView(self.session)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.curves_view, "Curves over training")
+        self.tabs.addTab(self.head_curves, "Head types over training")
         self.tabs.addTab(self.difference, "Difference of two snapshots")
         top, bar = QHBoxLayout(), QHBoxLayout()
         top.addWidget(self.folder_label, 1)
@@ -156,8 +166,12 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         view = self.source.view
         final = view.reference if view is not None and view.reference is self.session.loaded_checkpoint else None
         steps = final.training.get("steps") if final is not None else None
+        if not isinstance(steps, int) and final is not None and view.revisions:  # a Hub model: its revision's step
+            steps = next((x.step for x in view.snapshots if x.path == final.path), None)
         final_step = (steps if isinstance(steps, int) else view.steps[-1]) if final is not None and view.snapshots else None
-        self.stops = slider_stops(view.steps if view is not None else [], final_step)
+        self.stops = slider_stops(view.steps if view is not None else [], final_step,
+                                  view.identical if view is not None else (),
+                                  [s.label for s in view.snapshots] if view is not None and view.revisions else ())
         with QSignalBlocker(self.slider):
             self.slider.setRange(0, max(len(self.stops) - 1, 0))
         for w in (self.slider, self.prev_button, self.next_button, self.play_button):
@@ -165,7 +179,8 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self._describe_source()
         self.curves, self._curves_have = None, None
         self.curves_view.clear_curves()
-        self._curves_drawn = None
+        self.head_curves.clear_curves()
+        self._curves_drawn = self._head_curves_for = self._head_curves_asked = None
         self.difference.set_snapshots(view)
         if view is not None and view.snapshots and self._adopt_on_load:
             self._adopt_on_load = False
@@ -185,7 +200,15 @@ class TrainingPanel(RefreshWhenShown, QWidget):
             short = Path(*view.folder.parts[-2:])  # the whole path in the tooltip
             n = len(view.snapshots)
             steps = f"step {view.steps[0]:,}" if n == 1 else f"steps {view.steps[0]:,} to {view.steps[-1]:,}"
-            self.folder_label.setText(f"{short}: {n} snapshot{'s' * (n != 1)}, {steps}{live}")
+            what = f"{n:,} snapshot{'s' * (n != 1)}"
+            if view.revisions:  # a Hub repository's revisions: named by the repository
+                short = view.folder.name.removeprefix("models--").replace("--", "/")
+                what = f"{n:,} revision{'s' * (n != 1)} in the local Hub cache"
+            same = sum(1 for others in view.identical if others)
+            dup = (f"; {same} of them with the very same weights as another (the series serves one checkpoint "
+                   "under several steps)") if same else ""
+            spread = (f"; the curves run over {CURVE_SNAPSHOTS} of them, spread evenly" if n > CURVE_SNAPSHOTS else "")
+            self.folder_label.setText(f"{short}: {what}, {steps}{dup}{spread}{live}")
         self.folder_label.setToolTip(str(view.folder) if view is not None else "")
         skipped = view.skipped if view is not None else ()
         lines = [f"{os.path.relpath(s.path, view.folder)}: {s.reason}" for s in skipped]
@@ -204,9 +227,9 @@ class TrainingPanel(RefreshWhenShown, QWidget):
             s.show_snapshot(None)
             return
         snap = view.snapshots[stop.index]
-        loaded = s.loaded_checkpoint
-        if view.reference is loaded or any(x.checkpoint is loaded for x in view.snapshots):
-            s.show_snapshot(None if snap.checkpoint is loaded else snap.checkpoint, snap.step)
+        loaded = s.loaded_checkpoint  # (compared by file: a snapshot's weights are read on first use)
+        if view.reference is loaded or any(x.is_file_of(loaded) for x in view.snapshots):
+            s.show_snapshot(None if snap.is_file_of(loaded) else snap.checkpoint, snap.step)
         else:  # another run's (a folder, a run still training): its snapshot becomes the model
             self._adopting = True
             try:
@@ -230,10 +253,19 @@ class TrainingPanel(RefreshWhenShown, QWidget):
 
     def shown_stop(self) -> int | None:
         """The slider position of the weights the session shows, or None (not of this run)."""
-        s = self.session
-        for i, stop in enumerate(self.stops):
-            ck = self.source.view.snapshots[stop.index].checkpoint if stop.index >= 0 else s.loaded_checkpoint
-            if ck is s.checkpoint and (stop.index >= 0 or s.snapshot_step is None):
+        s, view = self.session, self.source.view
+        if self.stops and self.stops[-1].index < 0 and s.loaded_checkpoint is s.checkpoint and s.snapshot_step is None:
+            return len(self.stops) - 1  # the model you opened (the last stop)
+        if view is None or s.checkpoint is None:
+            return None
+        # A snapshot is shown with its step (an adopted one's file says it): its stop is found by step.
+        shown = s.snapshot_step if s.snapshot_step is not None else s.checkpoint.training.get("steps")
+        if not isinstance(shown, int):
+            return None
+        at = bisect.bisect_left(self.stops, shown, key=lambda stop: stop.step)
+        for i in range(at, min(at + 2, len(self.stops))):  # (the snapshot, and the final stop of the same step)
+            stop = self.stops[i]
+            if stop.index >= 0 and view.snapshots[stop.index].is_file_of(s.checkpoint):
                 return i
         return None
 
@@ -246,6 +278,7 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self.step_label.setText(stop.label if stop is not None else
                                 "Not shown: move the slider to show this run's snapshots." if self.stops else "")
         self.curves_view.set_step(stop.step if stop is not None else None)
+        self.head_curves.set_step(stop.step if stop is not None else None)
         self.final_button.setEnabled(self.session.snapshot_step is not None and bool(self.stops)
                                      and self.stops[-1].index < 0)
 
@@ -271,6 +304,7 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self._ensure_source()
         self._sync_slider()
         self._request_curves()
+        self._request_head_curves()
         self.difference.update_difference()
 
     def _request_curves(self) -> None:
@@ -285,8 +319,39 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         if self._curves_asked == (key, s.checkpoint):
             return  # in flight (a result computed while other weights were shown is dropped: asked again)
         self._curves_asked = (key, s.checkpoint)
-        inputs = (key, view.snapshots, ids, pos, view.val_curve, s.positional_encoding, s.causal)
-        s.submit(self, _curves_job, inputs, self._on_curves, passes=len(view.snapshots) + 1, name="curves")
+        snapshots = curve_snapshots(view.snapshots)
+        inputs = (key, snapshots, ids, pos, view.val_curve, s.positional_encoding, s.causal)
+        # A whole trace per snapshot (14 for the default model) never fits a keystroke's frame, and weights
+        # not read yet are read by the job: always on the worker thread (it ran on the GUI thread while the
+        # estimate said it fitted: 55-69 ms a key).
+        s.submit(self, _curves_job, inputs, self._on_curves, passes=len(snapshots) + 1, name="curves", inline_ms=0.0)
+
+    def _request_head_curves(self) -> None:
+        """Every head's scores on the probe over the snapshots: once per snapshot set (they do not
+        depend on the text; a result that arrives after the slider changed the weights is dropped
+        by the session, and asked again)."""
+        view, s = self.source.view, self.session
+        if view is None or not view.snapshots or self._head_curves_for is view:
+            return
+        if self._head_curves_asked == (view, s.checkpoint):
+            return  # in flight
+        self._head_curves_asked = (view, s.checkpoint)
+        why = not_applicable("head-types", s.config)  # the snapshots are the shown model's run: its architecture
+        if why:
+            self.head_curves.clear_curves()
+            self.head_curves.lesson.setText(why)
+            self._head_curves_for = view
+            return
+        snapshots = curve_snapshots(view.snapshots)  # a long run: as many as the curves, spread evenly
+        s.submit(self, head_types_job, (snapshots, view.tokenizer), self._on_head_curves, passes=len(snapshots),
+                 name="head types")
+
+    def _on_head_curves(self, result: JobResult) -> None:
+        self._head_curves_asked = None
+        view = self.source.view
+        if not result.error and view is not None and tuple(result.inputs[0]) == tuple(curve_snapshots(view.snapshots)):
+            self._head_curves_for = view
+            self.head_curves.set_curves(result.value)
 
     def _on_curves(self, result: JobResult) -> None:
         self._curves_asked = None
@@ -304,8 +369,7 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         if c is None or c.position < 0:
             self.curves_view.clear_curves()
             return
-        tok = s.tokenizer
-        name = (lambda i: tok.display(i)) if tok is not None else (lambda i: f"#{i}")
+        name = functools.partial(token_name, s.tokenizer)
         layer = min(s.layer, c.attn_entropy.shape[1] - 1)
         head = min(s.head, c.attn_entropy.shape[2] - 1)
         token = token_label(s.tokens[c.position]) if c.position < len(s.tokens) else "?"

@@ -1,5 +1,6 @@
-"""Where the Training panel's snapshots come from: found for the loaded model, read from a folder,
-or followed while a run writes them. Loading runs on a thread of its own (14 snapshots of the
+"""Where the Training panel's snapshots come from: found for the loaded model (its run's folder, or
+for a Hub model its repository's step revisions in the local cache), read from a folder, or
+followed while a run writes them. Loading runs on a thread of its own (14 snapshots of the
 default model take 0.3 to 1.5 s), and each result is handed to the GUI thread as an immutable
 :class:`SnapshotView`, so that the GUI never reads a set that the loading thread is changing.
 """
@@ -14,7 +15,10 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from explorer.qt.scheduling.jobs import Worker, timed
 from model import Checkpoint
-from model.training.snapshots import Skipped, Snapshot, SnapshotError, SnapshotSet, load_snapshots, snapshot_folder_for
+from model.training.snapshots import (
+    Skipped, Snapshot, SnapshotError, SnapshotSet, hub_revisions_for, load_snapshots, revision_snapshots,
+    snapshot_folder_for,
+)
 
 FOLLOW_MS = 1000  # how often a folder that a run is writing is looked at
 
@@ -31,6 +35,10 @@ class SnapshotView:
     val_curve : tuple of (step, loss)      the run's stored validation curve (nats per token).
     reference : Checkpoint or None         the loaded model they were matched to (they are its run's,
                                            with its vocabulary object); None for another run's.
+    identical : tuple of tuple of int      per snapshot, the indices of the others with the same weights.
+    revisions : bool                       True for a Hub repository's revisions (not a folder of files).
+    tokenizer : Tokenizer or None          the run's one tokenizer object (read from the headers: no
+                                           snapshot's weights are loaded for it).
     """
 
     folder: Path
@@ -38,6 +46,9 @@ class SnapshotView:
     skipped: tuple[Skipped, ...]
     val_curve: tuple[tuple[int, float], ...]
     reference: Checkpoint | None
+    identical: tuple[tuple[int, ...], ...] = ()
+    revisions: bool = False
+    tokenizer: object = None
 
     @property
     def steps(self) -> list[int]:
@@ -47,7 +58,8 @@ class SnapshotView:
 
 def _view(snaps: SnapshotSet, matched: bool) -> SnapshotView:
     return SnapshotView(snaps.folder, tuple(snaps.snapshots), tuple(snaps.skipped), tuple(snaps.val_curve),
-                        snaps.reference if matched else None)
+                        snaps.reference if matched else None, tuple(tuple(i) for i in snaps.identical()),
+                        bool(snaps.revisions), snaps.tokenizer)
 
 
 def load_matching(folder: Path, reference: Checkpoint | None) -> tuple[SnapshotSet, bool]:
@@ -104,13 +116,24 @@ class SnapshotSource(QObject):
         return self._timer.isActive()
 
     def for_model(self, checkpoint: Checkpoint | None) -> None:
-        """The snapshots that belong to a loaded checkpoint (see :func:`model.training.snapshots.snapshot_folder_for`)."""
+        """The snapshots that belong to a loaded checkpoint: a Hub model's step revisions in the local cache
+        (:func:`model.training.snapshots.hub_revisions_for`), else its run's folder
+        (:func:`model.training.snapshots.snapshot_folder_for`)."""
         self.stop_following()
+        revisions = hub_revisions_for(checkpoint) if checkpoint is not None else []
+        if revisions:  # a Hub model: its repository's step revisions in the local cache
+            self._load(revisions[0].folder.parent.parent, checkpoint,
+                       reader=lambda: (revision_snapshots(revisions, reference=checkpoint), True))
+            return
         folder = snapshot_folder_for(checkpoint) if checkpoint is not None else None
         if folder is None:
+            hub = checkpoint is not None and checkpoint.training.get("source") == "Hugging Face Hub"
+            where = (f"revisions of {checkpoint.training.get('repo')} named after a training step, such as "
+                     "step1000, are used when they are in the local Hub cache (open hf:REPO@step1000 to fetch one)"
+                     if hub else "a run of python -m model.train --snapshots K keeps them beside the model")
             self._set_view(None, "" if checkpoint is None else
-                           f"No training snapshots found for {checkpoint.name} (a run of python -m model.train "
-                           "--snapshots K keeps them beside the model). File ▸ Open Snapshot Folder… opens any folder.")
+                           f"No training snapshots found for {checkpoint.name} ({where}). File ▸ Open Snapshot "
+                           "Folder… opens any folder.")
             return
         self._load(folder, checkpoint)
 
@@ -136,7 +159,7 @@ class SnapshotSource(QObject):
         self._worker.shutdown(wait=False)
 
     # ---- loading ----------------------------------------------------------------------------------
-    def _load(self, folder: Path, reference: Checkpoint | None, follow: bool = False) -> None:
+    def _load(self, folder: Path, reference: Checkpoint | None, follow: bool = False, reader=None) -> None:
         self._gen += 1
         gen = self._gen
         waiting = follow and self._folder == folder and self.view is None  # looking again for a first file
@@ -146,7 +169,7 @@ class SnapshotSource(QObject):
 
         def work():
             try:
-                return load_matching(folder, reference)
+                return reader() if reader is not None else load_matching(folder, reference)
             except SnapshotError:
                 if follow:
                     return None  # the run has not written its first snapshot yet

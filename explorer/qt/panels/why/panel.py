@@ -2,7 +2,7 @@
 
 The numbers come from :func:`explorer.core.why.why_job` (:func:`model.explain.explain` and the
 attention formula's what-ifs), run as a job of the session (:meth:`Session.submit`): on the worker
-thread unless it fits in what the frame leaves after a keystroke. The target is the most likely
+thread unless it fits in what the frame leaves after a keystroke (the scheduler's ``FRAME_LEFT_MS``). The target is the most likely
 next token unless one was chosen (here, or by right-clicking a bar of the next-token panel).
 Switching a head off changes the session's interventions: every panel follows. The what-if knobs
 (1/√d_head, τ, the causal mask) are this panel's own: they re-run the model here and change
@@ -34,15 +34,16 @@ from explorer.qt import theme
 from explorer.qt.widgets.explain_target import ExplainTarget
 from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.scheduling.scheduler import NOTICEABLE_MS
 from explorer.qt.session import Session
+from explorer.qt.widgets.not_applicable import NotApplicable
 from explorer.qt.panels.why.bars import SourceBars
+from explorer.qt.panels.why.patching import PatchingView
 from explorer.qt.panels.why.views import HeadSwitches, LensTable, ScoreTermsView, WhatIfView, align_top, column
 from model.explain.report import resolve_target
+from model.tokens.names import token_name
 
 TOP_K = 5
-#: The most the job may take on the GUI thread, in ms: what a 16 ms frame leaves after a keystroke's
-#: trace and paint (13-15 ms at T = 32 on the default model, README "Performance").
-INLINE_MS = 2.0
 
 
 class WhyPanel(RefreshWhenShown, QWidget):
@@ -61,6 +62,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.waiting = False
         self._build_header()
         self._build_tabs()
+        self.gate = NotApplicable(self, "why")  # the model before attention: one sentence instead
         self.follow(session, self._on_session_model_changed)
         session.sig_interventions_changed.connect(self._on_session_interventions_changed)
         self.target.sig_target_changed.connect(self.schedule_refresh)
@@ -128,6 +130,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.tabs.addTab(influence, "Attention vs influence")
         self.tabs.addTab(knobs, "Heads and what-ifs")
         self.tabs.addTab(self.terms, "Score terms")
+        self.patching = PatchingView(self.session)  # its own job: runs only while its tab is shown
+        self.tabs.addTab(self.patching, "Patching")
         self.tabs.currentChanged.connect(self._on_tabs_current_changed)
         header = QHBoxLayout()
         for w in (QLabel("explain"), self.target_box, self.top1_button, self.status):
@@ -143,8 +147,7 @@ class WhyPanel(RefreshWhenShown, QWidget):
     # ---- choosing -------------------------------------------------------------------------------
     def token_name(self, token_id: int) -> str:
         """The display text of a token id (``#id`` without a tokenizer)."""
-        tok = self.session.tokenizer
-        return tok.display(int(token_id)) if tok is not None else f"#{token_id}"
+        return token_name(self.session.tokenizer, token_id)
 
     def _on_target_box_activated(self, index: int) -> None:
         self.target.set_target(self.target_box.itemData(index))
@@ -179,6 +182,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.tabs.setCurrentIndex(0)
 
     def _on_session_model_changed(self) -> None:
+        if not self.gate.applies(self.session.config):
+            return
         cfg = self.session.config
         self.heads.set_shape(*((cfg.n_layers, cfg.n_heads) if cfg else (0, 0)))
         self.result = None
@@ -186,6 +191,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.schedule_refresh()
 
     def _on_session_interventions_changed(self) -> None:
+        if not self.gate.applies(self.session.config):
+            return
         iv = self.session.interventions
         contributions = why.head_contributions(self.result.explanation) if self.result is not None else None
         self.heads.show_heads(contributions, iv.ablate)
@@ -194,6 +201,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
     # ---- computing ------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Ask for the explanation of the session's trace at the selected position (drawn when it arrives)."""
+        if not self.gate.applies(self.session.config):
+            return
         s = self.session
         pos = s.selected_position()
         if s.trace is None or pos is None or s.model is None:
@@ -211,8 +220,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         S = pos + 1 if s.trace.causal else s.trace.n_tokens
         passes = why.job_passes(s.config, S, s.trace.n_tokens, bool(s.interventions.ablate), what_ifs)
         self.waiting = True
-        s.submit(self, why.why_job, request, self._on_result, passes=passes, inline_ms=INLINE_MS)
-        if self.waiting:
+        s.submit(self, why.why_job, request, self._on_result, passes=passes)
+        if self.waiting and s.is_slow(passes, NOTICEABLE_MS):  # a note for a few ms would only flash
             self.status.setText("computing…")
             self.status.setStyleSheet("")
 
@@ -264,13 +273,14 @@ class WhyPanel(RefreshWhenShown, QWidget):
             self._draw_influence(r.explanation, list(req.tokens))
         elif index == 1:
             self._draw_what_ifs(r, list(req.tokens))
-        else:
+        elif index == 2:
             self._draw_terms(r.explanation, req)
 
     def _draw_influence(self, ex, tokens: list[str]) -> None:
         name = self.token_name
         positional = self.session.config.positional
-        columns = [(why.stage_title(st.stage, positional), st.kl_to_final,
+        sequential = self.session.config is None or self.session.config.block_layout == "sequential"
+        columns = [(why.stage_title(st.stage, positional, sequential), st.kl_to_final,
                     [(t, name(t), p) for t, p in st.top_k], st.target_prob) for st in ex.logit_lens]
         self.lens.show_stages(columns, ex.target_id)
         loo = ex.leave_one_out if ex.leave_one_out is not None else np.full(ex.n_sources, np.nan)

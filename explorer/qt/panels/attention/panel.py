@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSignalBlocker, Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QMenu, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QMenu, QSpinBox, QTabWidget, QVBoxLayout, QWidget,
+)
 
 from explorer.core.architecture import score_title
 from explorer.core.attention_sink import sink_facts, sink_line, sink_paragraph
@@ -19,7 +21,9 @@ from explorer.qt import theme
 from explorer.qt.plots.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap, settle_view
 from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.panels.attention.head_types import HeadTypesView
 from explorer.qt.widgets.pin_note import PinNote
+from explorer.qt.widgets.not_applicable import NotApplicable
 from explorer.qt.plots.plot_items import LabelAxis, MatrixImage
 from explorer.qt.session import Session
 
@@ -192,7 +196,12 @@ class AttentionPanel(RefreshWhenShown, QWidget):
                              "follows)")
         self.off_note = QLabel()  # says that the selected head is switched off
         self.off_note.setStyleSheet(theme.note_style(self))
-        self.grid.setVisible(False)
+        self.head_types = HeadTypesView(session)  # every head's type on the probe or the text
+        self.all_heads_tabs = QTabWidget()
+        self.all_heads_tabs.addTab(self.grid, "attention weights")
+        self.all_heads_tabs.addTab(self.head_types, "head types")
+        self.all_heads_tabs.currentChanged.connect(lambda _: self._on_all_heads_toggled(self.all_heads.isChecked()))
+        self.all_heads_tabs.setVisible(False)
         for hm, name in ((self.scores, "score"), (self.weights, "weight")):
             hm.describe = self._describer(hm, name)
             hm.sig_row_clicked.connect(session.toggle_pin)
@@ -209,6 +218,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.sink_text.setVisible(False)
         self.why_hook = None
         self._build_layout()
+        self.gate = NotApplicable(self, "attention")  # the model before attention: one sentence instead
         self.layer_box.valueChanged.connect(session.set_layer)
         self.head_box.valueChanged.connect(session.set_head)
         self._all_heads_wanted = False  # the user's choice, kept while a one-head model greys the box
@@ -240,17 +250,17 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         layout.addLayout(self.maps, 3)
         layout.addWidget(self.sink)
         layout.addWidget(self.sink_text)
-        layout.addWidget(self.grid, 2)
+        layout.addWidget(self.all_heads_tabs, 2)
 
     def _place_grid(self, n_layers: int, n_heads: int) -> None:
         """The grid beside the two maps when its mosaic is about square (it then gets their height),
         below them when it is wide (one layer of many heads)."""
         beside = n_heads <= 2 * n_layers
         target = self.maps if beside else self.layout()
-        if self.grid.parentWidget() is not None and target.indexOf(self.grid) >= 0:
+        if self.all_heads_tabs.parentWidget() is not None and target.indexOf(self.all_heads_tabs) >= 0:
             return
-        (self.layout() if beside else self.maps).removeWidget(self.grid)
-        target.addWidget(self.grid, 1 if beside else 2)
+        (self.layout() if beside else self.maps).removeWidget(self.all_heads_tabs)
+        target.addWidget(self.all_heads_tabs, 1 if beside else 2)
 
     def _describer(self, hm: Heatmap, name: str):
         def describe(row: int, col: int, value: float) -> str:
@@ -262,6 +272,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         return describe
 
     def _on_session_model_changed(self) -> None:
+        if not self.gate.applies(self.session.config):
+            return
         cfg = self.session.config
         self.scores.plot.setTitle(score_title(cfg))
         n_layers, n_heads = (cfg.n_layers, cfg.n_heads) if cfg else (1, 1)
@@ -285,7 +297,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self._on_all_heads_toggled(on)
 
     def _on_all_heads_toggled(self, on: bool) -> None:
-        self.grid.setVisible(on and self.all_heads.isEnabled())
+        self.all_heads_tabs.setVisible(on and self.all_heads.isEnabled())
         self._request_mosaic()
         self.grid.mark(self.session.layer, self.session.head)
         self._note_grid_faults()
@@ -319,6 +331,8 @@ class AttentionPanel(RefreshWhenShown, QWidget):
 
     def refresh(self) -> None:
         """Redraw the selected head (and the grid when shown); cleared when T == 0."""
+        if not self.gate.applies(self.session.config):
+            return
         s = self.session
         for box, value in ((self.layer_box, s.layer), (self.head_box, s.head)):
             if box.value() != value:

@@ -1,0 +1,187 @@
+"""What a keystroke does, and where (issue 28): typing into a slow model shows each trace that
+finishes; the first edit after a model opened on a long text computes its new row and copies
+nothing; the Training panel's snapshot traces never run on the GUI thread; a keystroke repaints
+neither the window's ground nor the status bar. No timing is asserted: what is counted is work
+and paints, which do not depend on the machine's speed."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from PySide6.QtCore import QAbstractEventDispatcher, QEvent, QEventLoop, QObject, Qt
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import QApplication, QWidget
+
+from conftest import TINY_SENTENCES, PositionCounter, make_tiny_checkpoint
+from explorer.qt.session import Session
+from explorer.qt.widgets.status_line import StatusLine
+from explorer_helpers import fake_clock, make_window
+from model.tracing.rowstore import RowStore
+
+
+class _Gate:
+    """Holds every trace of a model on the worker thread until released, one at a time."""
+
+    def __init__(self, monkeypatch, model) -> None:
+        self.release = threading.Semaphore(0)
+        self.waiting = threading.Semaphore(0)
+        trace = model.trace
+
+        def gated(ids, **kwargs):
+            self.waiting.release()
+            self.release.acquire()
+            return trace(ids, **kwargs)
+
+        monkeypatch.setattr(model, "trace", gated)
+
+
+def test_typing_faster_than_the_model_shows_each_trace_that_finishes(qtbot, monkeypatch, tiny_checkpoint):
+    """Each trace that finishes while newer text waits is shown (the newest traced text): while
+    someone types faster than the model, the panels follow instead of staying empty until the
+    typing stops; the newest text's trace follows, and an older one never replaces a newer."""
+    s = Session(compute_mode="async")
+    s.set_checkpoint(tiny_checkpoint)
+    qtbot.waitUntil(lambda: not s.busy and s.trace is not None)  # the empty text's trace, before the gate
+    gate = _Gate(monkeypatch, tiny_checkpoint.model)
+    shown = []
+    s.sig_trace_changed.connect(lambda: shown.append(s.trace.n_tokens if s.trace is not None else None))
+    s.set_text("the")
+    qtbot.waitUntil(lambda: gate.waiting.acquire(blocking=False))  # "the" is being traced
+    s.set_text("the cat")  # typed while it runs: queued,
+    s.set_text("the cat sat")  # and replaced in the queue by the newer text
+    gate.release.release()
+    qtbot.waitUntil(lambda: shown == [1])
+    assert s.text == "the cat sat" and s.busy  # shown though a newer text waits
+    gate.release.release()
+    qtbot.waitUntil(lambda: not s.busy and shown == [1, 3])
+    s.shutdown()
+
+
+def _long_text(n_words: int) -> str:
+    words = " ".join(TINY_SENTENCES).split()
+    return " ".join((words * (n_words // len(words) + 1))[:n_words])
+
+
+def test_the_first_edit_after_opening_computes_its_row_and_copies_none(qtbot, monkeypatch, tiny_tokenizer):
+    """A slow model opened on a long text: its first trace reuses the opening's rows, and after it
+    the worker fills a second row store, so that the first edit of the last word runs one
+    position and copies no row (without that store it copied every row before the edit)."""
+    checkpoint = make_tiny_checkpoint(tiny_tokenizer, context_length=128)
+    s = Session(compute_mode="async")
+    s.set_text(_long_text(100))
+    counter = PositionCounter(checkpoint.model)
+    copied = []
+    copy_rows = RowStore.copy_rows
+    monkeypatch.setattr(RowStore, "copy_rows", lambda self, source, start, stop: (
+        copied.append(stop - start), copy_rows(self, source, start, stop))[-1])
+    try:
+        s.set_checkpoint(checkpoint)
+        qtbot.waitUntil(lambda: not s.busy and s.trace is not None)
+        assert s.trace.n_tokens == 100 and counter.take() == 1 + 32 + 68  # one token, the probe's 32, the rest
+        copied.clear()
+        s.set_text(s.text.rsplit(" ", 1)[0] + " dog")  # the last word changed: a row the shown trace has
+        qtbot.waitUntil(lambda: not s.busy and s.trace.token_ids[-1] == tiny_tokenizer.token_to_id("dog"))
+        assert counter.take() == 1 and s.trace.reused_rows == 99
+        assert sum(copied) <= 1  # the spare held the rows already (at most the one the spare had stale)
+    finally:
+        counter.handle.remove()
+        s.shutdown()
+
+
+@pytest.fixture
+def training_window(qtbot, tmp_path, tiny_tokenizer, monkeypatch, dialogs):
+    """A window in "auto" mode whose model the scheduler finds fast (traces on the GUI thread),
+    with a run of three snapshots and the Training panel in front, its curves drawn."""
+    from model import load_checkpoint, save_checkpoint
+
+    folder = tmp_path / "run-snapshots"
+    folder.mkdir()
+    for i, step in enumerate((0, 5, 10)):
+        ck = make_tiny_checkpoint(tiny_tokenizer, seed=50 + i)
+        save_checkpoint(folder / f"step-{step}.safetensors", ck.model, ck.tokenizer, training={"steps": step})
+    final = make_tiny_checkpoint(tiny_tokenizer, seed=7)
+    save_checkpoint(tmp_path / "run.safetensors", final.model, final.tokenizer,
+                    training={"steps": 20, "snapshot_dir": "run-snapshots"})
+    checkpoint = load_checkpoint(tmp_path / "run.safetensors")
+    fake_clock(monkeypatch, checkpoint, ms_per_token=0.01)  # fast: traces on the GUI thread
+    w = make_window(qtbot, tmp_path, checkpoint, compute_mode="auto")
+    w.session.set_text("the cat sat on")
+    w.docks["training"].raise_()
+    panel = w.panels["training"]  # it loads the snapshots once it has stayed in front a moment
+    qtbot.waitUntil(lambda: panel.curves is not None and not w.session.busy and not panel.source.loading)
+    assert not w.session.traces_off_gui_thread
+    yield w
+    w.session.shutdown()
+
+
+def test_a_keystroke_with_the_training_panel_in_front_traces_no_snapshot_on_the_gui_thread(
+        qtbot, monkeypatch, training_window):
+    import explorer.qt.panels.training.panel as training_panel
+
+    w, panel = training_window, training_window.panels["training"]
+    threads = []
+    curves = training_panel.curves_over_training
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread())
+        return curves(*args, **kwargs)
+
+    monkeypatch.setattr(training_panel, "curves_over_training", recorded)
+    editor = w.panels["tokens"].editor
+    editor.moveCursor(QTextCursor.MoveOperation.End)
+    qtbot.keyClicks(editor, " the")
+    qtbot.waitUntil(lambda: not w.session.busy and panel.curves is not None and panel.curves.token_ids.size == 5)
+    assert threads and all(t is not threading.main_thread() for t in threads)
+
+
+class _Paints(QObject):
+    """Paint events per widget class name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_class: dict[str, int] = {}
+        QApplication.instance().installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
+        if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget):
+            name = type(obj).__name__
+            self.by_class[name] = self.by_class.get(name, 0) + 1
+        return False
+
+
+def _until_idle() -> None:
+    """Run the event loop until three turns in a row found nothing to do."""
+    dispatcher, idle = QAbstractEventDispatcher.instance(), 0
+    while idle < 3:
+        idle = 0 if dispatcher.processEvents(QEventLoop.ProcessEventsFlag.AllEvents) else idle + 1
+
+
+def test_a_keystroke_repaints_neither_the_window_ground_nor_the_status_bar(qtbot, tmp_path, tiny_checkpoint):
+    """The status text changes on every keystroke (the milliseconds); it repaints the status line
+    alone, and a label's new text in a panel does not lay out and repaint the window."""
+    w = make_window(qtbot, tmp_path, tiny_checkpoint)
+    QApplication.setCursorFlashTime(0)
+    editor = w.panels["tokens"].editor
+    editor.setPlainText("the cat sat on the")
+    editor.moveCursor(QTextCursor.MoveOperation.End)
+    editor.setFocus()
+    _until_idle()
+    paints = _Paints()
+    for _ in range(3):  # "the" -> "th" -> "t" -> "": the last token changes, then T
+        qtbot.keyClick(editor, Qt.Key.Key_Backspace)
+        _until_idle()
+    assert "4/8 tokens" in w.status.text() and paints.by_class.get("StatusLine", 0) >= 1
+    for ground in ("MainWindow", "QStatusBar", "QSizeGrip", "NextTokenPanel"):
+        assert paints.by_class.get(ground, 0) == 0, (ground, paints.by_class)
+
+
+def test_the_status_line_keeps_its_size_and_shows_the_whole_text_in_its_tooltip(qtbot):
+    line = StatusLine()
+    qtbot.addWidget(line)
+    hint = line.sizeHint()
+    line.setText("default model · 12/128 tokens · model 0.4 ms, drawing 3.1 ms" * 3)
+    assert line.sizeHint() == hint and line.toolTip() == line.text() and line.text().startswith("default model")
+    assert not line.warning
+    line.set_warning(True)
+    assert line.warning
