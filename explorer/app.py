@@ -287,8 +287,10 @@ def _run(app, args) -> int:
     report("torch imported")
     _say(app, window, "Starting: building the panels…")
     window.finish()
+    report("panels built")
     _say(app, window, "Loading the model…")
     _load(window, args)
+    report("model loaded")
     if args.book:
         _show_book(window)
     if args.step is not None:

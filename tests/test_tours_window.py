@@ -109,6 +109,11 @@ def test_every_step_shows_its_panel_and_the_traces_numbers(window, tour, qtbot):
     assert checked >= 2 * len(c.tour.steps)
 
 
+def shown(v: float) -> str:
+    """A number as a reveal writes it: thousands separated, else 4 significant digits."""
+    return f"{v:,.0f}" if abs(v) >= 1e3 else f"{v:.4g}"
+
+
 def test_questions_reveal_the_models_value_and_how_far_the_guess_was(window, qtbot):
     tours = window.tours
     tours.open(CHAPTER)
@@ -121,7 +126,6 @@ def test_questions_reveal_the_models_value_and_how_far_the_guess_was(window, qtb
         view.number.setText("0.2")
         view.reveal_button.click()
         answer = c.answer()
-        shown = (lambda v: f"{v:,.0f}" if abs(v) >= 1e3 else f"{v:.4g}")  # thousands separated, else 4 digits
         assert answer.revealed is not None and f"value: {shown(value)}." in view.revealed.text()
         assert f"{shown(abs(0.2 - value))} away" in view.revealed.text() and not view.reveal_button.isEnabled()
         check_numbers(c.step.question.explain, c.explain, view.explain.text(), reference(window))

@@ -58,7 +58,7 @@ class WhyAttentionPanel(RefreshWhenShown, QWidget):
         self._build_layout()
         self.follow(session)
         session.sig_text_changed.connect(self.schedule_refresh)
-        self.refresh()
+        self.schedule_refresh()  # the two models are opened when the lesson is first shown, not at start-up
 
     def _build_controls(self) -> None:
         self.header = sentence_label()
