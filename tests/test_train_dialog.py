@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 
 from explorer.core.train_setup import TrainChoice
 from explorer.qt.train.dialog import TrainDialog, open_train_dialog
@@ -139,3 +140,37 @@ def test_cancel_before_training_starts_ends_the_run_cleanly(window, corpus, qtbo
     qtbot.waitUntil(lambda: dialog.run.exit_code is not None, timeout=RUN_MS)
     assert dialog.run.stopped_early and dialog.summary.text() == "stopped before training started: nothing was written."
     assert not corpus.with_name("tiny-text").exists() and not corpus.with_name("tiny.safetensors").exists()
+
+
+@pytest.mark.parametrize("typed, message", [
+    ("/", "names a folder, not a file"),
+    ("..", "is a folder; add a file name"),
+    ("~", "is a folder; add a file name"),
+    ("{dir}/", "names a folder, not a file"),
+    ("{dir}", "is a folder; add a file name"),
+    ("", "choose where to save the model"),
+])
+def test_a_save_name_that_is_no_file_is_explained_and_cannot_start(window, corpus, qtbot, typed, message):
+    """Typing "/" into "Save the model as" raised ValueError: PosixPath('/') has an empty name (explain)."""
+    dialog = open_train_dialog(window)
+    dialog.set_choice(_choice(corpus))
+    assert dialog.start_button.isEnabled()
+    dialog.out.clear()
+    qtbot.keyClicks(dialog.out, typed.replace("{dir}", str(corpus.parent)))  # explain() on every key
+    assert message in dialog.problem.text() and dialog.problem.isVisibleTo(dialog)
+    assert not dialog.start_button.isEnabled()
+    qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)  # disabled: nothing happens
+    assert dialog.start() is False and dialog.run is None
+    assert sorted(p.name for p in corpus.parent.iterdir()) == ["train.txt"]  # nothing split or written
+
+
+def test_a_relative_or_home_save_name_is_the_absolute_path_the_run_writes(window, corpus, qtbot, monkeypatch):
+    """The run works in the output's folder: a relative name was read from there (folder/folder/name)."""
+    monkeypatch.chdir(corpus.parent)
+    monkeypatch.setenv("HOME", str(corpus.parent))
+    dialog = open_train_dialog(window)
+    dialog.set_choice(_choice(corpus))
+    for typed in ("mine.safetensors", "~/mine.safetensors"):
+        dialog.out.clear()
+        qtbot.keyClicks(dialog.out, typed)
+        assert dialog.problem.text() == "" and dialog.choice().out == str(corpus.with_name("mine.safetensors"))

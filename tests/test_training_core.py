@@ -11,7 +11,7 @@ import pytest
 
 from explorer.core.train_log import TrainLog, duration
 from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
-                                       next_free_name, split_for_validation)
+                                       next_free_name, split_for_validation, typed_path)
 from explorer.core.training_views import (difference_columns, difference_sentence, largest_changes, nearest_index,
                                           slider_stops, step_ticks, step_x)
 from model.training import data
@@ -150,6 +150,38 @@ def test_bad_choices_are_explained_in_the_command_s_words(texts, change, message
             fields[key] = str(texts / fields[key])
     assert message in check(TrainChoice(**{**default_choice().__dict__, **fields}))
     assert sorted(p.name for p in texts.iterdir()) == ["empty.txt", "train.txt", "val.txt"]  # nothing written
+
+
+@pytest.mark.parametrize("out, message", [
+    ("/", "names a folder, not a file"),
+    ("", "choose where to save the model"),
+    ("   ", "choose where to save the model"),
+    (".", "names a folder, not a file"),
+    ("..", "names a folder, not a file"),
+    ("{dir}/..", "names a folder, not a file"),
+    ("{dir}/", "names a folder, not a file"),
+    ("{dir}", "is a folder; add a file name"),
+    ("~", "~ means your home folder only to a shell"),
+    ("{dir}/.safetensors", "the name must end in .safetensors, after a name"),
+    ("{dir}/m\x00.safetensors", "control character"),
+    ("{dir}/m\n.safetensors", "control character"),
+    ("{dir}/" + "x" * 300 + ".safetensors", "File name too long"),
+])
+def test_a_name_that_is_no_file_is_explained_without_held_out_or_held_up(texts, out, message):
+    """Without a validation file the check asked for the hold-out folder of "/" first: ValueError."""
+    out = out.replace("{dir}", str(texts))
+    choice = TrainChoice(corpus=[str(texts / "train.txt")], val=None, out=out, steps=30, snapshots=4)
+    assert message in check(choice)
+    assert sorted(p.name for p in texts.iterdir()) == ["empty.txt", "train.txt", "val.txt"]  # nothing written
+
+
+def test_typed_paths_are_made_absolute_and_keep_their_trailing_separator(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert typed_path(" m.safetensors ") == str(tmp_path / "m.safetensors")
+    assert typed_path("~/m.safetensors") == str(tmp_path / "home" / "m.safetensors")
+    assert typed_path("models/") == str(tmp_path / "models") + "/" and typed_path("/") == "/"
+    assert typed_path("..") == str(tmp_path.parent) and typed_path("  ") == ""
 
 
 def test_without_a_validation_file_a_tenth_of_the_stories_is_held_out(texts):

@@ -35,6 +35,7 @@ from explorer.core.train_setup import (
     next_free_name,
     snapshot_dir,
     split_for_validation,
+    typed_path,
 )
 from explorer.qt import dialogs, theme
 from explorer.qt.scheduling.background import run_with_progress
@@ -155,7 +156,7 @@ class TrainDialog(QDialog):
     def choice(self) -> TrainChoice:
         """What the form says."""
         return TrainChoice(corpus=[self.corpus.item(i).text() for i in range(self.corpus.count())],
-                           val=self.val.text().strip() or None, out=self.out.text().strip(),
+                           val=typed_path(self.val.text()) or None, out=typed_path(self.out.text()),
                            **{key: box.value() for key, box in self.spins.items()})
 
     def explain(self, *_args) -> str:
