@@ -231,3 +231,17 @@ def test_the_log_says_when_the_validation_text_is_mostly_unknown_words():
     quiet = TrainLog()
     quiet.feed('{"event": "start", "steps": 10, "tokens_per_step": 8, "val_unk_share": 0.01}\n')
     assert "<unk>" not in quiet.summary()
+
+
+def test_a_model_is_proposed_only_into_a_folder_that_can_take_it(tmp_path):
+    from explorer.core.defaults import ASSETS
+    from explorer.core.save_folder import proposed_save_folder, usable_save_folder
+
+    (tmp_path / "a-file").write_text("x")
+    assert usable_save_folder(tmp_path) and not usable_save_folder(ASSETS)
+    assert not usable_save_folder(ASSETS / "snapshots") and not usable_save_folder(tmp_path / "a-file")
+    for bad in (None, "", tmp_path / "missing", "bad\0name"):
+        assert not usable_save_folder(bad)
+    assert usable_save_folder(tmp_path, shipped=()) and not usable_save_folder(tmp_path, shipped=(tmp_path.parent,))
+    assert proposed_save_folder([str(ASSETS), None, str(tmp_path / "missing"), str(tmp_path)]) == str(tmp_path)
+    assert proposed_save_folder([None, str(tmp_path / "missing")]) == str(tmp_path / "missing") and proposed_save_folder([]) == ""
