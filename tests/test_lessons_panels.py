@@ -302,6 +302,32 @@ def test_variants_panel_shows_each_variant(qtbot, session):
     assert panel.current() is None
 
 
+def test_each_variant_s_output_axis_says_the_space_its_vectors_live_in(qtbot, session, tiny_tokenizer):
+    """Variant 1's z_i = Σ_j a_ij x_j are input vectors (width d_model) but its axis said "dimension
+    (d_head)"; variant 4's header said "all 1 heads" for a one-head model."""
+    panel = _show(qtbot, VariantsPanel(session))
+    cfg = session.config
+    assert cfg.d_model != cfg.d_head  # the tiny model tells the two apart
+    width = {}
+    for key in variants.KEYS:
+        panel.select(key)
+        width[key] = panel.outputs.data.shape[1]
+        title = panel.outputs.titles["col"]
+        assert title == f"dimension ({variants.output_space(key, cfg.n_heads)})"
+    assert (width["simplified"], width["self"], width["causal"], width["multihead"]) == (
+        cfg.d_model, cfg.d_head, cfg.d_head, cfg.n_heads * cfg.d_head)
+    panel.select("simplified")
+    assert panel.outputs.titles["col"] == "dimension (d_model)" and "input space" in panel.difference.text()
+    panel.select("self")
+    assert panel.outputs.titles["col"] == "dimension (d_head)"
+    one = sync_session(make_tiny_checkpoint(tiny_tokenizer, n_heads=1, n_layers=1), TEXT)
+    panel = _show(qtbot, VariantsPanel(one))
+    panel.select("multihead")
+    assert "the 1 head " in panel.header.text() and "heads" not in panel.header.text()
+    assert panel.outputs.titles["col"] == "dimension (d_head)"
+    assert variants.heads_phrase(4) == "all 4 heads"
+
+
 # --- screenshots -------------------------------------------------------------------------------
 
 @pytest.mark.slow
