@@ -141,6 +141,23 @@ def test_swapping_two_equal_tokens_changes_nothing(qtbot, session):
     assert "nothing can change" in panel.sentence.text() and "changed" not in panel.sentence.text()
 
 
+def test_a_reversal_with_repeated_tokens_says_equal_tokens_keep_their_order(qtbot, session):
+    """Reversing "the cat sat on the mat ." keeps the two "the" in their order (canonical_order), and
+    nothing on screen said so: the reversed map showed them uncrossed with no word why."""
+    panel = _show(qtbot, PositionalPanel(session))  # reversed, the last token kept, by default
+    ids, T = session.trace.token_ids, session.trace.n_tokens
+    asked = positional.reverse(T, keep_last=True)
+    c = panel.comparison
+    assert [int(i) for i in ids[asked]] == [int(i) for i in ids[c.perm]]  # the same sequence ...
+    assert not np.array_equal(asked, c.perm)  # ... with the two "the" matched in order, not crossed
+    the = [p for p, t in enumerate(session.tokens) if t.strip() == "the"]
+    assert the == [0, 4] and c.perm.tolist().index(0) < c.perm.tolist().index(4)
+    text = panel.sentence.text()
+    assert "Repeated tokens: &#x27;the&#x27; at 0 and 4" in text and "keeps them in their order" in text
+    session.set_text("the cat sat on a mat .")  # no token twice: nothing to say
+    assert panel.comparison.repeats == "" and "Repeated" not in panel.sentence.text()
+
+
 @pytest.mark.slow
 def test_a_slow_comparison_runs_on_the_worker_and_waits_for_update(qtbot, tiny_checkpoint, monkeypatch):
     from explorer.qt.panels.lessons.positional import panel as panel_module
