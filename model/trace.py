@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from model.tokens.names import token_name, token_names
+from model.tokens.names import escaped, token_name, token_names
 from model.tracing.records import Trace
 
 EXIT_NONFINITE = 3
@@ -41,7 +41,7 @@ def _parse_ids(text: str) -> list[int]:
 
 def _printable(token: str) -> str:
     """A token name on one line: control characters (a newline) as escapes (``\\n``)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in token)
+    return escaped(token, keep=" ")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """Generation: greedy equals step-by-step argmax, seeded sampling repeats, top-k and top-p keep
 exactly what they promise."""
 
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,3 +121,34 @@ def test_a_step_keeps_the_sampling_and_the_model_probability_apart(model):
 def test_logits_that_are_not_numbers_give_no_distribution():
     with pytest.raises(ValueError, match="not numbers"):
         sampling_distribution(np.array([0.0, np.nan, 1.0]), Sampling(temperature=1.0))
+
+
+def _readme_stories(heading: str) -> list[tuple[str, str]]:
+    """The README's bullets under ``heading``: (prompt, the text generated after it)."""
+    lines = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index(heading) + 2
+    bullets = lines[start:lines.index("", start)]
+    return [re.fullmatch(r"- \*(.+?)\*(.*)", line).groups() for line in bullets]
+
+
+def test_the_readme_stories_are_what_model_generate_gives_for_their_seeds():
+    """The README's sampled stories came from tools/model_report.py's own torch sampler: seed 0 there was
+    not seed 0 of the app, of model.generate or of python -m model.trace --seed."""
+    import importlib.util
+
+    from explorer.core.defaults import DEFAULT_CHECKPOINT
+    from model import load_checkpoint
+
+    ck = load_checkpoint(DEFAULT_CHECKPOINT)
+    spec = importlib.util.spec_from_file_location("model_report", Path(__file__).parent.parent / "tools" / "model_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    sampled = _readme_stories("Sampled from the softmax at temperature 1 (seeds 0, 1, 2):")
+    greedy = _readme_stories("Greedy (always the most probable token):")
+    assert [prompt for prompt, _ in sampled] == [report.SAMPLE_PROMPT] * 3
+    assert [prompt for prompt, _ in greedy] == list(report.GREEDY_PROMPTS)
+    for seed, (prompt, text) in [*enumerate(sampled), *((None, story) for story in greedy)]:
+        sampling = Sampling() if seed is None else Sampling(temperature=1.0, seed=seed)
+        steps = generate(ck.model, ck.tokenizer.encode(prompt).ids, 30, sampling)
+        assert text == ck.tokenizer.render([s.token_id for s in steps], prompt)[0]
+        assert report.story_line(prompt, report.continuation(ck, prompt, 30, seed)) == f"- *{prompt}*{text}"

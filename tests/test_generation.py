@@ -302,3 +302,21 @@ def test_a_run_that_fails_at_its_first_token_leaves_no_empty_branch(qtbot, windo
     g = run(qtbot, window, 5)
     assert g.status.startswith("stopped: ") and g.story is None
     assert window.session.text == PROMPT
+
+
+def test_the_branches_cleared_message_shows_only_after_the_switch_that_cleared_them(qtbot, window, tiny_tokenizer):
+    """It stayed through every later model switch ("the branches were cleared" with no branches left)."""
+    from pathlib import Path
+
+    from model.checkpoint import load_any
+
+    g, panel = run(qtbot, window, 3), window.panels["generate"]
+    assert g.story is not None and g.status == "generated 3 tokens"
+    window.set_checkpoint(load_any(Path(__file__).parent / "fixtures" / "arch" / "llama2c-v0"))  # reads it otherwise
+    cleared = "the new model reads the text differently: the branches were cleared"
+    assert g.story is None and g.status == cleared and panel.status.text() == cleared
+    window.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer, context_length=32, seed=5))  # a later open
+    assert g.story is None and "cleared" not in g.status and "cleared" not in panel.status.text()
+    run(qtbot, window, 2)
+    window.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer, context_length=32, seed=6))  # keeps the story
+    assert g.story is not None and "cleared" not in panel.status.text()

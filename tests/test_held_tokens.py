@@ -115,6 +115,48 @@ def test_a_generated_unknown_token_is_the_replacement_character_not_the_text_unk
     s.shutdown()
 
 
+def test_a_generated_control_token_is_a_chip_and_no_letters_in_the_text(qtbot, tiny_tokenizer):
+    """A generated </s> (llama2.c's EOS, or <s>, or GPT-2's <|endoftext|>) went into the editor as the
+    letters "</s>": the same model then read "<", "/", "s", ">" (llama2.c marks no token special), and
+    so did another model after a switch. It stays a held token, shown as a chip, adding no text."""
+    ck = load_any(ARCH / "llama2c-v0")
+    tok, (bos, eos) = ck.tokenizer, (1, 2)
+    assert (tok.id_to_token(bos), tok.id_to_token(eos)) == ("<s>", "</s>")
+    s = Session(compute_mode="sync")
+    s.set_checkpoint(ck)
+    panel = shown(qtbot, TokensPanel(s))
+    s.set_text("once upon")
+    typed = list(s.encoding.ids)
+    once = tok.token_to_id(" once")
+    s.insert_tokens(len(s.encoding), [eos, bos, once])
+    assert s.text == "once upon once" and "<" not in s.text  # </s> and <s> add nothing, " once" its word
+    assert list(s.encoding.ids) == [*typed, eos, bos, once] and list(s.trace.token_ids) == list(s.encoding.ids)
+    assert s.tokens[len(typed):len(typed) + 2] == ["</s>", "<s>"]  # the chips show them as they are
+    assert "stands for no text" in panel.chips[len(typed)].toolTip()
+    s.set_text(s.text + " a")  # an edit after them keeps them
+    assert list(s.encoding.ids[len(typed):len(typed) + 3]) == [eos, bos, once]
+    s.set_checkpoint(make_tiny_checkpoint(tiny_tokenizer))  # another vocabulary reads the text, no "<"
+    assert "<" not in tiny_tokenizer.encode(s.text).tokens and s.text == "once upon once a"
+    s.shutdown()
+
+
+def test_a_control_character_token_is_drawn_escaped_like_any_lone_byte(capsys):
+    """llama2.c's byte token <0x01> was drawn as the character U+0001 (a missing-glyph box) while <0xB2>,
+    which completes no character, showed as \\xb2."""
+    from explorer.core.views import token_label
+
+    tok = load_any(ARCH / "llama2c-v0").tokenizer
+    one, esc, b2 = (tok.token_to_id(f"<0x{b:02X}>") for b in (0x01, 0x1B, 0xB2))
+    assert [tok.display(i) for i in (one, esc, b2)] == ["\\x01", "\\x1b", "\\xb2"]
+    enc = tok.encode("a\x01b\u200bc")
+    assert enc.tokens[2] == "<0x01>" and "\\x01" in tok.display_sequence(enc.ids)
+    assert "\\u200b" in "".join(tok.display_sequence(enc.ids))  # a zero-width space, in its 3 bytes
+    assert token_label(tok.display(one)) == "\\x01" and tok.render([one])[0] == "\x01"  # the text keeps the byte
+    assert trace_main([str(ARCH / "llama2c-v0"), "a\x01b"]) == 0
+    out = capsys.readouterr().out
+    assert "\\x01" in out and "\x01" not in out
+
+
 def test_word_spacing_and_typed_ids(tiny_tokenizer):
     """Words get the space the tokens do not carry (not before punctuation); ids typed for a model
     without a vocabulary get their separators (these were append_token and insert_after)."""

@@ -141,6 +141,23 @@ def test_swapping_two_equal_tokens_changes_nothing(qtbot, session):
     assert "nothing can change" in panel.sentence.text() and "changed" not in panel.sentence.text()
 
 
+def test_a_reversal_with_repeated_tokens_says_equal_tokens_keep_their_order(qtbot, session):
+    """Reversing "the cat sat on the mat ." keeps the two "the" in their order (canonical_order), and
+    nothing on screen said so: the reversed map showed them uncrossed with no word why."""
+    panel = _show(qtbot, PositionalPanel(session))  # reversed, the last token kept, by default
+    ids, T = session.trace.token_ids, session.trace.n_tokens
+    asked = positional.reverse(T, keep_last=True)
+    c = panel.comparison
+    assert [int(i) for i in ids[asked]] == [int(i) for i in ids[c.perm]]  # the same sequence ...
+    assert not np.array_equal(asked, c.perm)  # ... with the two "the" matched in order, not crossed
+    the = [p for p, t in enumerate(session.tokens) if t.strip() == "the"]
+    assert the == [0, 4] and c.perm.tolist().index(0) < c.perm.tolist().index(4)
+    text = panel.sentence.text()
+    assert "Repeated tokens: &#x27;the&#x27; at 0 and 4" in text and "keeps them in their order" in text
+    session.set_text("the cat sat on a mat .")  # no token twice: nothing to say
+    assert panel.comparison.repeats == "" and "Repeated" not in panel.sentence.text()
+
+
 @pytest.mark.slow
 def test_a_slow_comparison_runs_on_the_worker_and_waits_for_update(qtbot, tiny_checkpoint, monkeypatch):
     from explorer.qt.panels.lessons.positional import panel as panel_module
@@ -300,6 +317,32 @@ def test_variants_panel_shows_each_variant(qtbot, session):
     np.testing.assert_allclose(panel.weights.data, session.trace.blocks[0].attn_weights[1], atol=1e-6)
     session.set_text("")
     assert panel.current() is None
+
+
+def test_each_variant_s_output_axis_says_the_space_its_vectors_live_in(qtbot, session, tiny_tokenizer):
+    """Variant 1's z_i = Σ_j a_ij x_j are input vectors (width d_model) but its axis said "dimension
+    (d_head)"; variant 4's header said "all 1 heads" for a one-head model."""
+    panel = _show(qtbot, VariantsPanel(session))
+    cfg = session.config
+    assert cfg.d_model != cfg.d_head  # the tiny model tells the two apart
+    width = {}
+    for key in variants.KEYS:
+        panel.select(key)
+        width[key] = panel.outputs.data.shape[1]
+        title = panel.outputs.titles["col"]
+        assert title == f"dimension ({variants.output_space(key, cfg.n_heads)})"
+    assert (width["simplified"], width["self"], width["causal"], width["multihead"]) == (
+        cfg.d_model, cfg.d_head, cfg.d_head, cfg.n_heads * cfg.d_head)
+    panel.select("simplified")
+    assert panel.outputs.titles["col"] == "dimension (d_model)" and "input space" in panel.difference.text()
+    panel.select("self")
+    assert panel.outputs.titles["col"] == "dimension (d_head)"
+    one = sync_session(make_tiny_checkpoint(tiny_tokenizer, n_heads=1, n_layers=1), TEXT)
+    panel = _show(qtbot, VariantsPanel(one))
+    panel.select("multihead")
+    assert "the 1 head " in panel.header.text() and "heads" not in panel.header.text()
+    assert panel.outputs.titles["col"] == "dimension (d_head)"
+    assert variants.heads_phrase(4) == "all 4 heads"
 
 
 # --- screenshots -------------------------------------------------------------------------------

@@ -13,11 +13,13 @@ import pytest
 import torch
 from PySide6.QtCore import QSettings
 
-from explorer.core.defaults import DEFAULT_CHECKPOINT, DEFAULT_MODEL
+from explorer.core.defaults import ASSETS, DEFAULT_CHECKPOINT, DEFAULT_MODEL
+from explorer.qt import dialogs as qt_dialogs
 from explorer.qt.main_window import STARTING_MENUS, MainWindow
 from explorer.qt.panels import PANELS, Lazy
-from explorer.qt.settings import WINDOW_GEOMETRY, WINDOW_STATE
+from explorer.qt.settings import LAST_DIR, WINDOW_GEOMETRY, WINDOW_STATE
 from explorer_helpers import make_window
+from model.checkpoint import load_any
 from model.formats.refs import BuiltinRef, builtin_models
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,10 +108,30 @@ def test_a_recent_builtin_model_no_longer_shipped_is_pruned(qtbot, tmp_path, tin
 
 def test_save_as_of_a_shipped_model_proposes_a_file_outside_the_installed_app(tmp_path):
     from explorer.qt.files.opening import default_save_path
-    from model.checkpoint import load_any
 
     ckpt = load_any(DEFAULT_MODEL)
     assert default_save_path(ckpt, tmp_path) == tmp_path / "tinystories-1L1H.safetensors"
+    by_path = load_any(DEFAULT_MODEL.path)  # File ▸ Open of assets/tinystories-1L1H.safetensors
+    assert by_path.origin is None and by_path.path.parent.resolve() == ASSETS.resolve()
+    assert default_save_path(by_path, tmp_path) == tmp_path / "tinystories-1L1H.safetensors"  # not over the shipped file
+
+
+def test_save_as_starts_in_the_last_folder_only_when_a_model_may_go_there(qtbot, tmp_path, tiny_checkpoint, dialogs,
+                                                                            monkeypatch):
+    """After File ▸ Open in assets/ (the folder it starts in), Save As proposed to write into assets/."""
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    window = make_window(qtbot, tmp_path, load_any(DEFAULT_MODEL))
+    LAST_DIR.write(window.settings, str(ASSETS))
+    proposed = []
+    monkeypatch.setattr(qt_dialogs, "save_file", lambda _parent, _title, directory="", _filter="": proposed.append(directory))
+    window.files.on_save_as()
+    assert proposed == [str(home / "Documents" / "tinystories-1L1H.safetensors")]
+    LAST_DIR.write(window.settings, str(tmp_path))  # a folder a model may go into is kept
+    window.files.on_save_as()
+    assert proposed[-1] == str(tmp_path / "tinystories-1L1H.safetensors")
 
 
 def test_help_about_says_the_version_the_default_model_the_versions_and_the_settings_file(

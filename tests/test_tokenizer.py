@@ -147,3 +147,16 @@ def test_typing_at_the_end_of_a_long_text_re_encodes_only_the_end(tok, monkeypat
     monkeypatch.setattr(tok, "_encode", lambda text, *a, **k: seen.append(len(text)) or encode(text, *a, **k))
     assert tok.encode_edit(text, before, old) == full
     assert seen and max(seen) < 100  # only the last few words, not 50,000 characters
+
+
+def test_an_unknown_token_of_another_name_is_no_letters_either():
+    """A vocabulary whose unknown token is "[UNK]" (WordPiece's name) had no unk_id: a generated one went
+    into the text as the letters "[UNK]"."""
+    from tokenizers import Tokenizer as HF
+    from tokenizers import models, pre_tokenizers
+
+    hf = HF(models.WordLevel({"[UNK]": 0, "the": 1, "cat": 2}, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    t = Tokenizer(hf)
+    assert t.unk_id == 0 == t.encode("the dog").ids[1]
+    assert t.render([1, 0, 2])[0] == "the \ufffd cat" and "[" not in t.decode([0])

@@ -10,8 +10,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 
+from explorer.core.defaults import ASSETS
 from explorer.core.train_setup import TrainChoice
+from explorer.qt.settings import LAST_DIR, LAST_TRAIN_DIR, documents_folder
 from explorer.qt.train.dialog import TrainDialog, open_train_dialog
 from explorer_helpers import make_window
 from model import load_checkpoint
@@ -139,3 +142,58 @@ def test_cancel_before_training_starts_ends_the_run_cleanly(window, corpus, qtbo
     qtbot.waitUntil(lambda: dialog.run.exit_code is not None, timeout=RUN_MS)
     assert dialog.run.stopped_early and dialog.summary.text() == "stopped before training started: nothing was written."
     assert not corpus.with_name("tiny-text").exists() and not corpus.with_name("tiny.safetensors").exists()
+
+
+@pytest.mark.parametrize("typed, message", [
+    ("/", "names a folder, not a file"),
+    ("..", "is a folder; add a file name"),
+    ("~", "is a folder; add a file name"),
+    ("{dir}/", "names a folder, not a file"),
+    ("{dir}", "is a folder; add a file name"),
+    ("", "choose where to save the model"),
+])
+def test_a_save_name_that_is_no_file_is_explained_and_cannot_start(window, corpus, qtbot, typed, message):
+    """Typing "/" into "Save the model as" raised ValueError: PosixPath('/') has an empty name (explain)."""
+    dialog = open_train_dialog(window)
+    dialog.set_choice(_choice(corpus))
+    assert dialog.start_button.isEnabled()
+    dialog.out.clear()
+    qtbot.keyClicks(dialog.out, typed.replace("{dir}", str(corpus.parent)))  # explain() on every key
+    assert message in dialog.problem.text() and dialog.problem.isVisibleTo(dialog)
+    assert not dialog.start_button.isEnabled()
+    qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)  # disabled: nothing happens
+    assert dialog.start() is False and dialog.run is None
+    assert sorted(p.name for p in corpus.parent.iterdir()) == ["train.txt"]  # nothing split or written
+
+
+def test_a_relative_or_home_save_name_is_the_absolute_path_the_run_writes(window, corpus, qtbot, monkeypatch):
+    """The run works in the output's folder: a relative name was read from there (folder/folder/name)."""
+    monkeypatch.chdir(corpus.parent)
+    monkeypatch.setenv("HOME", str(corpus.parent))
+    dialog = open_train_dialog(window)
+    dialog.set_choice(_choice(corpus))
+    for typed in ("mine.safetensors", "~/mine.safetensors"):
+        dialog.out.clear()
+        qtbot.keyClicks(dialog.out, typed)
+        assert dialog.problem.text() == "" and dialog.choice().out == str(corpus.with_name("mine.safetensors"))
+
+
+def test_the_model_is_proposed_where_the_last_run_went_else_in_documents(window, corpus, qtbot, monkeypatch, tmp_path):
+    """The dialog proposed the folder of the last opened checkpoint: assets/ after the shipped model."""
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert documents_folder() == str(home / "Documents")
+    LAST_DIR.write(window.settings, str(ASSETS))  # what File ▸ Open of a shipped model leaves
+    LAST_TRAIN_DIR.write(window.settings, str(ASSETS))  # a damaged or hand-edited value: never assets/
+    dialog = open_train_dialog(window)
+    assert Path(dialog.out.text()) == home / "Documents" / "my-model.safetensors"
+    dialog.set_choice(_choice(corpus))
+    assert dialog.start()
+    assert LAST_TRAIN_DIR.read(window.settings) == str(corpus.parent)  # where this run trains into
+    dialog.cancel()
+    qtbot.waitUntil(lambda: dialog.run.exit_code is not None, timeout=RUN_MS)
+    window.settings.sync()
+    again = make_window(qtbot, tmp_path, window.session.checkpoint)  # the same settings file, a later start
+    assert Path(open_train_dialog(again).out.text()) == corpus.with_name("my-model.safetensors")

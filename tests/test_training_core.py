@@ -11,8 +11,9 @@ import pytest
 
 from explorer.core.train_log import TrainLog, duration
 from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
-                                       next_free_name, split_for_validation)
-from explorer.core.training_views import largest_changes, nearest_index, slider_stops, step_ticks, step_x
+                                       next_free_name, split_for_validation, typed_path)
+from explorer.core.training_views import (difference_columns, difference_sentence, largest_changes, nearest_index,
+                                          slider_stops, step_ticks, step_x)
 from model.training import data
 from model.training.args import build_parser
 
@@ -35,6 +36,47 @@ def test_slider_stops_end_with_the_loaded_model_only_when_it_is_the_run_s():
     assert [(s.step, s.index) for s in stops] == [(0, 0), (5, 1), (10, 2), (10, -1)]
     assert stops[1].label == "snapshot 2 of 3: step 5" and "the model you opened" in stops[-1].label
     assert [s.index for s in slider_stops([0, 5], None)] == [0, 1]
+
+
+STORY = "Once upon a time there was a little girl named Lily. She liked to"
+
+
+def test_the_difference_sentence_names_the_largest_gain_over_the_whole_vocabulary():
+    from explorer.core.defaults import DEFAULT_CHECKPOINT
+    from model.checkpoint import load_checkpoint
+    from model.training.over_training import snapshot_difference
+    from model.training.snapshots import load_snapshots
+
+    ck = load_checkpoint(DEFAULT_CHECKPOINT)
+    snaps = load_snapshots(DEFAULT_CHECKPOINT.parent / "snapshots", ck).snapshots
+    first, last = snaps[0], snaps[-1]
+    assert (first.step, last.step) == (0, 2000)
+    ids = ck.tokenizer.encode(STORY).ids
+    diff = snapshot_difference(first, last, ids)
+    rise = last.model.trace(ids).probs[-1] - first.model.trace(ids).probs[-1]  # (vocab_size,)
+    best, worst = int(np.argmax(rise)), int(np.argmin(rise))
+    assert ck.tokenizer.decode([best]).strip() == "play"  # what --over-training prints: 0.0002 -> 0.397
+    sentence = difference_sentence(diff.probs, lambda c: ck.tokenizer.decode([c]).strip())
+    assert f"'play' gained most ({rise[best]:+.3f})" in sentence and rise[best] > 0.3
+    assert f"lost most ({rise[worst]:+.3f})" in sentence
+    cols = difference_columns(diff.probs, 12)
+    assert best in cols and worst in cols and len(set(cols.tolist())) == 12  # the map shows the named tokens
+
+
+def test_no_change_that_rounds_to_zero_is_called_a_gain():
+    d = np.zeros((2, 5))
+    d[0, 1] = 0.5  # not the last position
+    d[-1] = [-0.0002, -0.0001, -0.0003, -0.0004, -0.00005]  # all below zero, and all print as -0.000
+    sentence = difference_sentence(d, lambda c: f"t{c}")
+    assert "gained" not in sentence and "lost" not in sentence and "-4.0e-04" in sentence
+    d[-1, 3] = -0.25
+    sentence = difference_sentence(d, lambda c: f"t{c}")
+    assert sentence == "After the last token, no token gained and 't3' lost most (-0.250)."
+    d[-1, 2] = 0.0004  # +0.000 when printed: still no gain
+    assert "no token gained" in difference_sentence(d, lambda c: f"t{c}")
+    d[-1] = np.nan
+    assert "not numbers" in difference_sentence(d, str) and difference_sentence(np.zeros((0, 5)), str) == ""
+    assert difference_columns(np.zeros((1, 3)), 1).tolist() == [0]
 
 
 def test_largest_changes_orders_by_the_largest_absolute_change_anywhere():
@@ -110,6 +152,38 @@ def test_bad_choices_are_explained_in_the_command_s_words(texts, change, message
     assert sorted(p.name for p in texts.iterdir()) == ["empty.txt", "train.txt", "val.txt"]  # nothing written
 
 
+@pytest.mark.parametrize("out, message", [
+    ("/", "names a folder, not a file"),
+    ("", "choose where to save the model"),
+    ("   ", "choose where to save the model"),
+    (".", "names a folder, not a file"),
+    ("..", "names a folder, not a file"),
+    ("{dir}/..", "names a folder, not a file"),
+    ("{dir}/", "names a folder, not a file"),
+    ("{dir}", "is a folder; add a file name"),
+    ("~", "~ means your home folder only to a shell"),
+    ("{dir}/.safetensors", "the name must end in .safetensors, after a name"),
+    ("{dir}/m\x00.safetensors", "control character"),
+    ("{dir}/m\n.safetensors", "control character"),
+    ("{dir}/" + "x" * 300 + ".safetensors", "File name too long"),
+])
+def test_a_name_that_is_no_file_is_explained_without_held_out_or_held_up(texts, out, message):
+    """Without a validation file the check asked for the hold-out folder of "/" first: ValueError."""
+    out = out.replace("{dir}", str(texts))
+    choice = TrainChoice(corpus=[str(texts / "train.txt")], val=None, out=out, steps=30, snapshots=4)
+    assert message in check(choice)
+    assert sorted(p.name for p in texts.iterdir()) == ["empty.txt", "train.txt", "val.txt"]  # nothing written
+
+
+def test_typed_paths_are_made_absolute_and_keep_their_trailing_separator(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert typed_path(" m.safetensors ") == str(tmp_path / "m.safetensors")
+    assert typed_path("~/m.safetensors") == str(tmp_path / "home" / "m.safetensors")
+    assert typed_path("models/") == str(tmp_path / "models") + "/" and typed_path("/") == "/"
+    assert typed_path("..") == str(tmp_path.parent) and typed_path("  ") == ""
+
+
 def test_without_a_validation_file_a_tenth_of_the_stories_is_held_out(texts):
     choice = TrainChoice(corpus=[str(texts / "train.txt")], val=None, out=str(texts / "m.safetensors"), steps=30,
                          snapshots=4)
@@ -157,3 +231,17 @@ def test_the_log_says_when_the_validation_text_is_mostly_unknown_words():
     quiet = TrainLog()
     quiet.feed('{"event": "start", "steps": 10, "tokens_per_step": 8, "val_unk_share": 0.01}\n')
     assert "<unk>" not in quiet.summary()
+
+
+def test_a_model_is_proposed_only_into_a_folder_that_can_take_it(tmp_path):
+    from explorer.core.defaults import ASSETS
+    from explorer.core.save_folder import proposed_save_folder, usable_save_folder
+
+    (tmp_path / "a-file").write_text("x")
+    assert usable_save_folder(tmp_path) and not usable_save_folder(ASSETS)
+    assert not usable_save_folder(ASSETS / "snapshots") and not usable_save_folder(tmp_path / "a-file")
+    for bad in (None, "", tmp_path / "missing", "bad\0name"):
+        assert not usable_save_folder(bad)
+    assert usable_save_folder(tmp_path, shipped=()) and not usable_save_folder(tmp_path, shipped=(tmp_path.parent,))
+    assert proposed_save_folder([str(ASSETS), None, str(tmp_path / "missing"), str(tmp_path)]) == str(tmp_path)
+    assert proposed_save_folder([None, str(tmp_path / "missing")]) == str(tmp_path / "missing") and proposed_save_folder([]) == ""

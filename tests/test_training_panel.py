@@ -11,7 +11,9 @@ import pytest
 from PySide6.QtCore import QPointF, Qt
 
 from conftest import make_tiny_checkpoint
-from explorer.core.training_views import largest_changes, step_x
+from explorer.core.training_views import difference_columns, difference_sentence, step_x
+from explorer.core.views import token_label
+from model.tokens.names import token_name
 from explorer_helpers import make_window
 from model import load_checkpoint, save_checkpoint
 from model.training.over_training import curves_over_training
@@ -141,7 +143,12 @@ def test_the_difference_is_the_later_minus_the_earlier_snapshot(window, run):
     T = s.trace.n_tokens  # the whole map in view (square cells had cut its first and last columns)
     assert diff.attn.zoom.view() == pytest.approx((0, T, 0, T)) and not diff.attn.zoom.zoomed()
     probs = late.probs - early.probs
-    np.testing.assert_allclose(diff.probs.data, probs[:, largest_changes(probs, 12)], atol=1e-6)
+    np.testing.assert_allclose(diff.probs.data, probs[:, difference_columns(probs, 12)], atol=1e-6)
+    best = int(np.argmax(probs[-1]))  # over the whole vocabulary, not only the columns shown
+    name = token_label(token_name(s.tokenizer, best), 10)
+    assert f"{name!r} gained most ({probs[-1, best]:+.3f})" in diff.note.text()
+    assert difference_sentence(diff.diff.probs, lambda c: token_label(token_name(s.tokenizer, c), 10)) in diff.note.text()
+    assert diff.probs.titles["col"].startswith("vocabulary token") and diff.probs.titles["row"].startswith("position")
     assert diff.attn.bar.colorMap().name == "CET-D1A"  # diverging
 
 

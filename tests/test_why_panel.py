@@ -212,6 +212,11 @@ def test_the_score_terms_add_up_to_the_scores(qtbot, session):
     shares = panel.result.explanation.score_terms.shares
     assert f"{100 * shares['pos_pos']:.1f} %" in maps["pos_pos"].plot.titleLabel.text
     assert not panel.terms.holder.isHidden() and "head 1" in panel.terms.note.text()
+    # the map shows attn_scores, q·k/√d_head: its title said "scores q·k"
+    scale, d_head = session.trace.blocks[0].attn_scale, session.trace.blocks[0].q.shape[-1]
+    assert scale == pytest.approx(1 / np.sqrt(d_head))
+    assert maps["scores"].plot.titleLabel.text == "scores q_i·k_j/√d_head (layer 0)"
+    assert "every score q_i·k_j/√d_head is the sum" in panel.terms.note.text()
 
 
 @pytest.mark.parametrize("positional, words", [("rope", "does not apply to RoPE"), ("none", "no positional")])
@@ -258,6 +263,10 @@ def test_every_architecture_is_explained_or_says_what_does_not_apply(arch_panel,
     panel.tabs.setCurrentIndex(0)
     if s.config.positional == "learned":
         assert not panel.terms.holder.isHidden() and "sum of these five maps" in note
+        title = panel.terms.maps["scores"].plot.titleLabel.text  # as this model computes its scores
+        unscaled = s.trace.blocks[0].attn_scale == 1  # GPT-Neo does not divide by √d_head
+        assert ("not divided by √d_head" in title) == unscaled == (path.stem == "hf-gpt-neo")
+        assert title.startswith("scores q_i·k_j" + ("" if unscaled else "/√d_head"))
     else:
         assert panel.terms.holder.isHidden() and "does not apply" in note
 

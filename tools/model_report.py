@@ -5,17 +5,22 @@
 Prints, for each checkpoint, its validation loss recomputed here and the one its metadata records,
 its training time and tokens/s; then, with the first checkpoint's tokenizer: the unigram and bigram
 baselines, the share of <unk> validation tokens, top-5 next tokens after three prompts, three greedy
-continuations and three sampled ones (temperature 1, seeds 0, 1, 2).
+continuations and three sampled ones (temperature 1, seeds 0, 1, 2), as README lines.
+
+The continuations are :func:`model.generate.generate`'s, the sampler of the app's Generate panel
+and of ``python -m model.trace CKPT TEXT --generate 30 --temperature 1 --seed S`` (numpy's
+generator seeded with S: "seed S" means one thing everywhere), written as those write the text
+they add (:meth:`model.Tokenizer.render`).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 
 import torch
 
 from model import load_checkpoint
+from model.generate import Sampling, generate
 from model.training import data
 from model.baselines import baseline_losses
 from model.train import validation_loss
@@ -25,24 +30,17 @@ GREEDY_PROMPTS = ("once upon a time", "one day, tom went to the park and", "the 
 SAMPLE_PROMPT = "once upon a time"
 
 
-def detok(text: str) -> str:
-    """Word tokens joined by spaces, with the space before punctuation removed (display only)."""
-    return re.sub(r" ([.,!?;:'\"])(?=\s|$)", r"\1", re.sub(r" ' ", "'", text))
+def continuation(ck, prompt: str, n_tokens: int, seed: int | None) -> str:
+    """The text ``n_tokens`` generated tokens add after ``prompt``: greedy when seed is None, else
+    sampled from softmax(logits) (temperature 1) with that seed, by :func:`model.generate.generate`."""
+    sampling = Sampling() if seed is None else Sampling(temperature=1.0, seed=seed)
+    steps = generate(ck.model, ck.tokenizer.encode(prompt).ids, n_tokens, sampling)
+    return ck.tokenizer.render([s.token_id for s in steps], prompt)[0]
 
 
-def generate(ck, prompt: str, n_tokens: int, seed: int | None) -> str:
-    """Continue a prompt: greedy when seed is None, else sampled from softmax(logits)."""
-    ids = list(ck.tokenizer.encode(prompt).ids)
-    gen = torch.Generator().manual_seed(seed) if seed is not None else None
-    n_ctx = ck.config.context_length
-    with torch.no_grad():
-        for _ in range(n_tokens):
-            logits = ck.model(torch.tensor(ids[-n_ctx:]))[-1]  # (vocab_size,)
-            if gen is None:
-                ids.append(int(logits.argmax()))
-            else:
-                ids.append(int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)))
-    return detok(ck.tokenizer.decode(ids[len(ck.tokenizer.encode(prompt).ids):]))
+def story_line(prompt: str, text: str) -> str:
+    """A README bullet: the prompt in italics, then the text generated after it."""
+    return f"- *{prompt}*{text}"
 
 
 def top5(ck, prompt: str) -> str:
@@ -79,10 +77,12 @@ def main() -> None:
         print(f"--- {ck.name}")
         for prompt in TOP5_PROMPTS:
             print(f"top5 [{prompt}]: {top5(ck, prompt)}")
+    print("greedy:")
     for prompt in GREEDY_PROMPTS:
-        print(f"greedy [{prompt}] {generate(first, prompt, 30, None)}")
+        print(story_line(prompt, continuation(first, prompt, 30, None)))
+    print("sampled at temperature 1, seeds 0, 1, 2:")
     for seed in range(3):
-        print(f"sample seed {seed} [{SAMPLE_PROMPT}] {generate(first, SAMPLE_PROMPT, 30, seed)}")
+        print(story_line(SAMPLE_PROMPT, continuation(first, SAMPLE_PROMPT, 30, seed)))
 
 
 if __name__ == "__main__":

@@ -437,6 +437,14 @@ def score_formula(scale: float, d_head: int, query: str = "i", key: str = "j") -
     return dot if scale == 1 else f"{dot} × {scale:.4g}"
 
 
+def score_terms_title(scale: float, d_head: int) -> str:
+    """The title of the Why panel's map of layer 0's scores, written as the model computed them
+    (:func:`score_formula` of the factor its trace records): "scores q_i·k_j/√d_head (layer 0)", or
+    for a model that does not scale (GPT-Neo) "scores q_i·k_j, not divided by √d_head (layer 0)"."""
+    formula = score_formula(scale, d_head)
+    return f"scores {formula}{', not divided by √d_head' if scale == 1 else ''} (layer 0)"
+
+
 def score_title(config: GPTConfig | None) -> str:
     """The attention map's title: the scores as this model computes them (scaled or not, soft-capped)."""
     if config is not None and not config.scale_scores:

@@ -56,14 +56,67 @@ def default_choice() -> TrainChoice:
                        context_length=shape["context_length"], steps=steps, snapshots=min(14, steps + 1))
 
 
+def typed_path(text: str) -> str:
+    """A path as typed into the dialog, as the run needs it: blanks around it dropped, ``~``
+    expanded, made absolute (the run works in the output's folder, so a relative name would be
+    read from there), and a trailing separator kept (it says "a folder"). "" stays "".
+    """
+    text = text.strip()
+    if not text:
+        return ""
+    full = os.path.abspath(os.path.expanduser(text))
+    return full + os.sep if text.endswith(("/", os.sep)) and not full.endswith(os.sep) else full
+
+
+def out_problem(out: str) -> str:
+    """Why ``out`` cannot name the checkpoint to write, or "" when it can (the command's own
+    checks, :func:`model.training.args.check_args`, then look at its folder).
+
+    Names that are no file are refused here in words: "", "/", ".", "..", a path ending in a
+    separator, an existing folder, a name without ``.safetensors`` or with nothing before it, and
+    names with characters a file system cannot store (NUL, other control characters), and a ``~``
+    left unexpanded (a file named "~" is never what was meant).
+    """
+    if not out.strip():
+        return "choose where to save the model (--out)"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in out):
+        return f"--out {out!r}: the name holds a control character (a tab, a newline, NUL, ...)"
+    if out.startswith("~"):  # the dialog expands it (typed_path); a command line's shell would have
+        return f"--out {out}: ~ means your home folder only to a shell; write {os.path.expanduser(out)}"
+    path = Path(out)
+    if out.endswith(("/", os.sep)) or path.name in ("", ".", ".."):
+        return f"--out {out}: names a folder, not a file; add a file name such as my-model.safetensors"
+    try:
+        folder = path.is_dir()
+    except OSError as exc:  # a name too long, a folder that cannot be read
+        return f"--out {out}: {exc.strerror or exc}"
+    if folder:
+        return f"--out {out}: is a folder; add a file name such as {path / 'my-model.safetensors'}"
+    if path.suffix != ".safetensors" or not path.stem:
+        return f"--out {out}: the name must end in .safetensors, after a name (my-model.safetensors)"
+    return ""
+
+
 def held_out_paths(out: str | os.PathLike) -> tuple[Path, Path]:
-    """Where the split training and validation texts go for a run without a validation file."""
+    """Where the split training and validation texts go for a run without a validation file.
+
+    Raises
+    ------
+    ValueError
+        When ``out`` has no file name ("/", ""): check it with :func:`out_problem` first.
+    """
     folder = Path(out).with_name(Path(out).stem + "-text")
     return folder / "train.txt", folder / "val.txt"
 
 
 def snapshot_dir(out: str | os.PathLike) -> Path:
-    """The command's default snapshot folder for ``--out`` (``OUT-STEM-snapshots``)."""
+    """The command's default snapshot folder for ``--out`` (``OUT-STEM-snapshots``).
+
+    Raises
+    ------
+    ValueError
+        When ``out`` has no file name ("/", ""): check it with :func:`out_problem` first.
+    """
     return Path(out).with_name(Path(out).stem + "-snapshots")
 
 
@@ -101,7 +154,7 @@ def _argv(choice: TrainChoice, corpus: list[str], val: str, log_file) -> list[st
 
 
 def check(choice: TrainChoice) -> str:
-    """Why the choice cannot start, in the command's words, or "" when it can.
+    """Why the choice cannot start, in the command's words, or "" when it can; never raises.
 
     Runs the command's parser and :func:`model.training.args.check_args` (options, shape, paths)
     and :func:`model.training.data.check_text_file` on every text (missing, unreadable, empty). A text
@@ -109,8 +162,9 @@ def check(choice: TrainChoice) -> str:
     """
     if not choice.corpus:
         return "choose at least one training text file (--corpus)"
-    if not choice.out:
-        return "choose where to save the model (--out)"
+    problem = out_problem(choice.out)
+    if problem:
+        return problem
     # Without a validation file the split's files do not exist yet: check the files they come from.
     argv = _argv(choice, list(choice.corpus), choice.val or str(held_out_paths(choice.out)[1]), None)
     try:
@@ -121,7 +175,11 @@ def check(choice: TrainChoice) -> str:
     except (TrainError, data.CorpusError) as exc:
         return str(exc)
     folder = snapshot_dir(choice.out)
-    if choice.snapshots and folder.is_dir() and any(p.suffix in CHECKPOINT_SUFFIXES for p in folder.iterdir()):
+    try:
+        earlier = choice.snapshots and folder.is_dir() and any(p.suffix in CHECKPOINT_SUFFIXES for p in folder.iterdir())
+    except OSError as exc:
+        return f"{folder}: cannot be read ({exc.strerror or exc})"
+    if earlier:
         return (f"{folder} already holds snapshots of an earlier run: choose another name for the model "
                 "(or move that folder), so that the runs' snapshots are not mixed")
     if not choice.val and any(Path(p).resolve() in held_out_paths(choice.out) for p in choice.corpus):

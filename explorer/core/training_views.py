@@ -9,7 +9,7 @@ included (x = 0).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -148,3 +148,93 @@ def largest_changes(probs_diff: np.ndarray, k: int) -> np.ndarray:
     peak = np.where(finite, np.abs(np.where(finite, probs_diff, 0.0)), -1.0).max(axis=0)  # (vocab_size,)
     order = np.lexsort((np.arange(peak.size), -peak))
     return order[: max(0, min(k, peak.size))].astype(np.int64)
+
+
+#: A change of probability smaller than this reads as 0 when printed with 3 decimals ("+0.000"):
+#: it is never called a gain or a loss.
+SHOWN_CHANGE = 0.0005
+
+
+def last_position_extremes(probs_diff: np.ndarray) -> tuple[int, int]:
+    """The tokens whose next-token probability after the last token rose most and fell most,
+    taken over the whole vocabulary.
+
+    Parameters
+    ----------
+    probs_diff : (T, vocab_size)
+        Later minus earlier probabilities, in [-1, 1]; values that are not numbers are no change.
+
+    Returns
+    -------
+    (int, int)
+        ``(rose, fell)``: token ids, lowest id on ties; -1 when ``T = 0`` or no value of the last row
+        is a number. The rise may be ≤ 0 and the fall ≥ 0 (see :func:`difference_sentence`).
+    """
+    if probs_diff.ndim != 2 or probs_diff.shape[0] == 0 or probs_diff.shape[1] == 0:
+        return -1, -1
+    last = np.asarray(probs_diff[-1], dtype=np.float64)  # (vocab_size,)
+    finite = np.isfinite(last)
+    if not finite.any():
+        return -1, -1
+    return int(np.argmax(np.where(finite, last, -np.inf))), int(np.argmin(np.where(finite, last, np.inf)))
+
+
+def difference_columns(probs_diff: np.ndarray, k: int) -> np.ndarray:
+    """The vocabulary columns a difference map shows: :func:`largest_changes`, with the last
+    position's largest rise and fall (:func:`last_position_extremes`) always among them, so the
+    token the sentence names is one the map shows.
+
+    Returns
+    -------
+    (min(k, vocab_size),) int64
+        Token ids, ordered by the largest absolute change over the positions, largest first.
+    """
+    cols = [int(c) for c in largest_changes(probs_diff, k)]
+    if not cols:
+        return np.zeros(0, np.int64)
+    keep = [c for c in dict.fromkeys(last_position_extremes(probs_diff))
+            if c >= 0 and abs(float(probs_diff[-1, c])) >= SHOWN_CHANGE][: len(cols)]
+    for c in keep:
+        if c not in cols:  # in place of the smallest change not kept
+            cols[max(i for i, d in enumerate(cols) if d not in keep)] = c
+    finite = np.isfinite(probs_diff)
+    peak = np.where(finite, np.abs(np.where(finite, probs_diff, 0.0)), -1.0).max(axis=0)  # (vocab_size,)
+    chosen = np.asarray(cols, np.int64)
+    return chosen[np.lexsort((chosen, -peak[chosen]))]
+
+
+def difference_sentence(probs_diff: np.ndarray, name: Callable[[int], str]) -> str:
+    """What changed most after the last token, in words, over the whole vocabulary.
+
+    Parameters
+    ----------
+    probs_diff : (T, vocab_size)
+        Later minus earlier next-token probabilities, in [-1, 1].
+    name : callable
+        A token id's text as the map labels it.
+
+    Returns
+    -------
+    str
+        The largest rise is called a gain only when it shows as more than +0.000 (at least
+        :data:`SHOWN_CHANGE`), the largest fall a loss only when it shows as less than -0.000;
+        when neither does, the sentence says that no probability changed that much. "" when
+        ``T = 0``.
+    """
+    if probs_diff.ndim != 2 or probs_diff.shape[0] == 0:
+        return ""
+    rose, fell = last_position_extremes(probs_diff)
+    if rose < 0:
+        return "After the last token, the probabilities of one of the two steps are not numbers (NaN or inf)."
+    up, down = float(probs_diff[-1, rose]), float(probs_diff[-1, fell])
+    parts = []
+    if up >= SHOWN_CHANGE:
+        parts.append(f"{name(rose)!r} gained most ({up:+.3f})")
+    if down <= -SHOWN_CHANGE:
+        parts.append(f"{name(fell)!r} lost most ({down:+.3f})")
+    if not parts:
+        return (f"After the last token, no token's probability changed by {SHOWN_CHANGE:.4f} or more "
+                f"(the largest change is {up if abs(up) >= abs(down) else down:+.1e}).")
+    if up < SHOWN_CHANGE:
+        parts.insert(0, "no token gained")
+    return f"After the last token, {' and '.join(parts)}."

@@ -209,10 +209,17 @@ class Generator(QObject):
         return s.text == tt.text and tuple(s.encoding.ids) == tuple(tt.encoding.ids)
 
     def _on_session_model_changed(self) -> None:
-        """Another model: stop; keep the story only while the new tokenizer reads the prompt alike."""
+        """Another model: stop; keep the story only while the new tokenizer reads the prompt alike.
+
+        The status then says what this switch did: a run it stopped, branches it cleared, or
+        nothing (a message of an earlier switch, "the branches were cleared", is not repeated)."""
+        was_running = self.running
         self.stop("stopped: another model was opened")
         s, story = self.session, self.story
+        if not was_running:
+            self.status = ""
         if story is None:
+            self.sig_story_changed.emit()
             return
         biggest = max((max(story.ids(b), default=0) for b in range(len(story.branches))), default=0)
         same = (s.config is not None and biggest < s.config.vocab_size

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
 from model.formats.refs import EXAMPLE
 
@@ -187,6 +187,7 @@ WINDOW_STATE = Setting("window/state", "bytes")
 RECENT_FILES = Setting("recent_files", "str_list", (), hi=8)  # reference texts, newest first
 LAST_DIR = Setting("last_dir", "folder")  # where File ▸ Open and Save As start (None: the caller's place)
 LAST_EXPORT_DIR = Setting("last_export_dir", "folder")
+LAST_TRAIN_DIR = Setting("train/last_dir", "folder")  # the folder the last Train New Model run wrote into
 HUB_LAST_REPO = Setting("hub/last_repo", "str", EXAMPLE)  # proposed by File ▸ Open from Hugging Face Hub
 NEXT_TOKEN_K = Setting("next_token/k", "int", 10, 1, 1_000_000)  # shown clamped to the vocabulary
 NEXT_TOKEN_TEMPERATURE = Setting("next_token/temperature", "float", 1.0, 0.0, 10.0)
@@ -203,6 +204,11 @@ OPENED_VOCAB_PATH = Setting("opened/{file}/vocab_path", "str")
 OPENED_NO_VOCAB = Setting("opened/{file}/no_vocab", "bool", False)
 
 #: Every declaration, for the tests that damage each one.
-ALL = (WINDOW_GEOMETRY, WINDOW_STATE, RECENT_FILES, LAST_DIR, LAST_EXPORT_DIR, HUB_LAST_REPO, NEXT_TOKEN_K,
+ALL = (WINDOW_GEOMETRY, WINDOW_STATE, RECENT_FILES, LAST_DIR, LAST_EXPORT_DIR, LAST_TRAIN_DIR, HUB_LAST_REPO, NEXT_TOKEN_K,
        NEXT_TOKEN_TEMPERATURE, GENERATE_N, GENERATE_MODE, GENERATE_TEMPERATURE, GENERATE_TOP_K, GENERATE_TOP_P,
        GENERATE_SEED, OPENED_PATH, OPENED_N_HEADS, OPENED_VOCAB_PATH, OPENED_NO_VOCAB)
+
+
+def documents_folder() -> str:
+    """The user's documents folder (``QStandardPaths.DocumentsLocation``; it may not exist yet)."""
+    return QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)

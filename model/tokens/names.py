@@ -9,7 +9,8 @@ Vocabulary entries are often not the text they stand for:
 
 :class:`TokenNames` turns ids into that text. One id on its own (:meth:`TokenNames.display`,
 a next-token bar) shows its bytes decoded as UTF-8; bytes that do not complete a character are
-shown as ``\\xNN`` escapes. A run of ids in a text (:meth:`TokenNames.display_sequence`, the
+shown as ``\\xNN`` escapes, and so is every character without a glyph (a control character
+such as byte 1, ``<0x01>``: :func:`escaped`). A run of ids in a text (:meth:`TokenNames.display_sequence`, the
 token chips) joins the bytes of consecutive tokens: a character split over several tokens is
 shown whole on the token that holds its first byte, and each token that only continues it shows
 :data:`CONTINUATION` (so "é" as ``<0xC3>`` ``<0xA9>`` is shown "é", "⋯"; a token that continues
@@ -52,6 +53,20 @@ KIND_DESCRIPTIONS = {
 CONTINUATION = "⋯"
 METASPACE = "▁"
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def escaped(text: str, keep: str = " \n\t") -> str:
+    """``text`` with every character that is not printable written as its Python escape.
+
+    Control characters (``\x01``, ``\x7f``, ``\r``), format characters (``\u200b``) and lone
+    surrogates have no glyph: drawn, they are a missing-glyph box or nothing. They are written
+    ``\x01``, ``\r``, ``\u200b``, the way a byte that completes no character is written
+    (``\xb2``), so every token reads the same wherever it is drawn. The characters in ``keep``
+    (space, newline, tab: the labels show them as ␣ ↵ →) stay as they are.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
 def _byte_level_alphabet() -> dict[str, int]:
@@ -121,6 +136,32 @@ def _types(component) -> set[str]:
     return found
 
 
+def _processor_special_ids(hf: HFTokenizer) -> set[int]:
+    """The ids the post-processor names as special tokens (a TemplateProcessing's ``special_tokens``,
+    a BERT or RoBERTa processor's ``cls`` and ``sep``): control tokens such as llama2.c's ``<s>`` and
+    ``</s>``, which stand for no text even where the vocabulary does not mark them special."""
+    if hf.post_processor is None:
+        return set()
+    found: set[int] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "special_tokens" and isinstance(value, dict):
+                    found.update(i for t in value.values() if isinstance(t, dict)
+                                 for i in t.get("ids", ()) if isinstance(i, int))
+                elif key in ("cls", "sep") and isinstance(value, list) and len(value) == 2 and isinstance(value[1], int):
+                    found.add(value[1])
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(hf.post_processor.__getstate__()))
+    return found
+
+
 def _utf8_length(lead: int) -> int:
     """Bytes in the UTF-8 character that starts with byte ``lead`` (1 for a byte that cannot start one)."""
     if 0xC2 <= lead <= 0xDF:
@@ -150,7 +191,7 @@ class TokenNames:
 
     def __init__(self, hf: HFTokenizer, id_to_token: dict[int, str]) -> None:
         self._id_to_token = id_to_token
-        self._special = {i for i, t in hf.get_added_tokens_decoder().items() if t.special}
+        self._special = {i for i, t in hf.get_added_tokens_decoder().items() if t.special} | _processor_special_ids(hf)
         pipeline = _types(hf.pre_tokenizer) | _types(hf.decoder)
         decoder = hf.decoder.__getstate__().decode("utf-8") if hf.decoder is not None else ""
         model = hf.model
@@ -200,9 +241,9 @@ class TokenNames:
                 hit = (unnamed(token_id) if name is None else name, False)
             else:
                 try:
-                    hit = (raw.decode("utf-8"), False)
+                    hit = (escaped(raw.decode("utf-8")), False)
                 except UnicodeDecodeError:
-                    hit = (raw.decode("utf-8", "backslashreplace"), True)
+                    hit = (escaped(raw.decode("utf-8", "backslashreplace")), True)
             self._cache[token_id] = hit
         return hit
 
@@ -210,8 +251,9 @@ class TokenNames:
         """The text one id stands for, on its own (see the module docstring).
 
         ``"Ġworld"`` -> ``" world"``, ``"▁once"`` -> ``" once"``, ``"<0x0A>"`` -> ``"\\n"``; a byte
-        that does not complete a character alone -> ``"\\xc3"``; a special token as it is; an id
-        outside the vocabulary -> ``"#id"``.
+        that does not complete a character alone -> ``"\\xc3"``; a control character, which has no
+        glyph, as its escape (``"<0x01>"`` -> ``"\\x01"``, :func:`escaped`); a special token as it
+        is; an id outside the vocabulary -> ``"#id"``.
         """
         return self._entry(int(token_id))[0]
 
@@ -259,4 +301,4 @@ class TokenNames:
                 if owner[q] != owner[p]:
                     continues[owner[q]] = True
             p += n
-        return [(CONTINUATION if c else "") + t for t, c in zip(text, continues)]
+        return [(CONTINUATION if c else "") + escaped(t) for t, c in zip(text, continues)]

@@ -11,9 +11,12 @@ the one place ids become text:
   character is U+FFFD, the Unicode replacement character, one per byte;
 - the unknown token (``<unk>``) and ids no vocabulary names are U+FFFD too (not the text
   ``<unk>``, which another tokenizer reads as ``<``, ``unk``, ``>``);
-- the special tokens an encoding starts with (:attr:`~model.tokens.tokenizer.Tokenizer.prefix_ids`,
-  Llama's ``<s>``) stand for no text at the start; other special tokens are written by name
-  (``<|endoftext|>``);
+- special and control tokens (``<s>``, ``</s>``, ``<|endoftext|>``: those the vocabulary marks
+  special, and those its post-processor names, as llama2.c's) stand for no text: they get the
+  empty span where they stand and add nothing. Their name written into the text (``</s>``) was
+  read again as ordinary text, by this tokenizer as "<", "/", "s", ">", and so by another model
+  after a switch: a generated special token stays a token (a held chip showing its name), never
+  letters;
 - a tokenizer that puts a space before every text (sentencepiece's dummy prefix: Llama,
   llama2.c) has its first text token's leading space dropped at the start of the text, as
   ``run.c``'s ``decode`` drops it after BOS and Hugging Face's Llama decoder strips it: the
@@ -115,10 +118,13 @@ def render(names: TokenNames, ids: Sequence[int], text_before: str = "", *, unk_
             continue
         if raw is None or token_id == unk_id:
             flush()
-            name = names.entry(token_id)
-            unknown = token_id == unk_id or name is None
-            word = unknown and names.kind == WORD and tail and not tail.isspace()  # an unknown word is a word
-            put(k, REPLACEMENT if unknown else name, " " if word else "")
+            unknown = token_id == unk_id or names.entry(token_id) is None
+            if not unknown:  # a special or control token: no text (see the module docstring)
+                spans[k] = [length, length]
+                at_start = False
+                continue
+            word = names.kind == WORD and tail and not tail.isspace()  # an unknown word is a word
+            put(k, REPLACEMENT, " " if word else "")
         elif names.kind == WORD:
             flush()
             word = raw.decode("utf-8", "replace")

@@ -146,7 +146,10 @@ class Tokenizer:
         self.hf = hf
         try:  # tokenizers raises plain Exceptions (a post-processor naming a token it lacks, ...)
             self._id_to_token = {i: t for t, i in hf.get_vocab(with_added_tokens=True).items()}
+            # the unknown token by its usual name, else by the one the model declares ("[UNK]" of WordPiece)
             self.unk_id = hf.token_to_id(UNK)
+            if self.unk_id is None and isinstance(getattr(hf.model, "unk_token", None), str):
+                self.unk_id = hf.token_to_id(hf.model.unk_token)
             self._space_prefix = _prepends_space(hf)
             self.prefix_ids, self._prefix_tokens = _leading_special_tokens(hf)
             self._names = TokenNames(hf, self._id_to_token)

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from explorer.core.lessons.positional_sentence import last_unchanged, predict_unchanged, sentence_for
+from explorer.core.lessons.positional_sentence import last_unchanged, predict_unchanged, repeats_note, sentence_for
 from explorer.core.softmax import softmax
 
 #: Relative change ‖Δ‖/‖out‖ below which a token's result counts as unchanged (float32 error).
@@ -164,6 +164,8 @@ class OrderComparison:
     sentences : tuple of str   (pe off, pe on): what the numbers show.
     positional : str           the model's scheme (``GPTConfig.positional``): for ``"rope"`` the
                                switch is RoPE's rotation of q and k, not a table added to the input.
+    repeats : str              where the text repeats a token, that equal tokens keep their order
+                               (:func:`~explorer.core.lessons.positional_sentence.repeats_note`); "" if none.
     """
 
     token_ids: np.ndarray
@@ -183,6 +185,7 @@ class OrderComparison:
     prefix_same: np.ndarray
     sentences: tuple[str, str]
     positional: str = "learned"
+    repeats: str = ""
 
     @property
     def last_moved(self) -> bool:
@@ -295,7 +298,7 @@ def compare_orders(
         pred, last_pred, prefix, ("", ""), cfg.positional,
     )
     sentences = tuple(sentence_for(comp, pe, tokens, REL_TOL, TV_TOL) for pe in (False, True))
-    return replace(comp, sentences=sentences)
+    return replace(comp, sentences=sentences, repeats=repeats_note(ids, tokens))
 
 
 

@@ -207,3 +207,38 @@ def sentence_for(c, positional_encoding: bool, tokens, rel_tol: float, tv_tol: f
     part, changed = _token_part(c, k, tokens, rel_tol)
     reason = _token_reason(c, k, pe_used, changed)
     return f"{prefix}{part}{reason}. {_last_part(c, k, pe_used, tokens, tv_tol)}."
+
+
+def repeats_note(token_ids, tokens=None, limit: int = 3) -> str:
+    """What a reordering does with equal tokens, when the text has some; "" when every token differs.
+
+    Equal tokens are interchangeable, so a reordering matches them in order (the k-th copy of a
+    token in the original is the k-th copy in the new order: :func:`~explorer.core.lessons.positional.canonical_order`);
+    a reversal of "... a ... a ..." thus keeps each "a" where its copy stood rather than crossing them.
+
+    Parameters
+    ----------
+    token_ids : (T,) int
+    tokens : sequence of str, optional
+        The token texts, to name the tokens (else their ids).
+    limit : int
+        How many repeated tokens to name.
+    """
+    ids = [int(i) for i in token_ids]
+    where: dict[int, list[int]] = {}
+    for pos, token_id in enumerate(ids):
+        where.setdefault(token_id, []).append(pos)
+    repeated = [(token_id, pos) for token_id, pos in where.items() if len(pos) > 1]
+    if not repeated:
+        return ""
+
+    def name(token_id: int, pos: list[int]) -> str:
+        shown = repr(tokens[pos[0]].strip() or tokens[pos[0]]) if tokens is not None and pos[0] < len(tokens) else f"#{token_id}"
+        at = ", ".join(map(str, pos[:-1])) + f" and {pos[-1]}"
+        return f"{shown} at {at}"
+
+    named = "; ".join(name(t, p) for t, p in repeated[:limit])
+    more = f" (and {len(repeated) - limit} more)" if len(repeated) > limit else ""
+    return (f"Repeated tokens: {named}{more}. Equal tokens are interchangeable, so the new order keeps them in "
+            "their order among themselves (the first copy stays the first) and each is compared with its own "
+            "copy: exchanging two equal tokens is no change.")

@@ -37,6 +37,30 @@ TITLES = {
 }
 
 
+def output_space(key: str, n_heads: int) -> str:
+    """What the columns of a variant's output map are, in config names.
+
+    "simplified" mixes the input vectors x_j themselves (z_i = Σ_j a_ij x_j): they live in the
+    input space, ``d_model``. "self" and "causal" mix one head's values: ``d_head``. "multihead"
+    shows the heads' outputs side by side: ``n_heads·d_head`` (``d_head`` when there is one head).
+
+    Raises
+    ------
+    ValueError
+        For a key not in :data:`KEYS`.
+    """
+    if key not in KEYS:
+        raise ValueError(f"no attention variant {key!r} (one of {', '.join(KEYS)})")
+    if key == "simplified":
+        return "d_model"
+    return f"{n_heads}·d_head" if key == "multihead" and n_heads > 1 else "d_head"
+
+
+def heads_phrase(n_heads: int) -> str:
+    """"the 1 head" or "all 4 heads": the heads a multi-head variant runs."""
+    return "the 1 head" if n_heads == 1 else f"all {n_heads} heads"
+
+
 @dataclass(frozen=True)
 class Variant:
     """One variant's computation on the current tokens.

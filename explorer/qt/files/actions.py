@@ -19,7 +19,8 @@ from explorer.qt import dialogs
 from explorer.qt.files.hub import ERROR_TITLE, ask_repo
 from explorer.qt.files.opening import SAVE_FILTER, CheckpointOpener, default_save_path, does_not_run, save_model
 from explorer.qt.session import ModelDoesNotRun
-from explorer.qt.settings import LAST_DIR, RECENT_FILES
+from explorer.core.save_folder import proposed_save_folder
+from explorer.qt.settings import LAST_DIR, RECENT_FILES, documents_folder
 from model import Checkpoint
 from model.checkpoint import CheckpointError, OpenOptions
 from model.formats.refs import Reference, as_reference, parse_reference, reference_name, reference_text
@@ -159,7 +160,8 @@ class FileActions:
         """File ▸ Save As: the current model as our .safetensors."""
         ckpt = self.window.session.checkpoint
         if ckpt is not None:
-            start = default_save_path(ckpt, Path(LAST_DIR.read(self.window.settings) or Path.home()))
+            folder = proposed_save_folder((LAST_DIR.read(self.window.settings), documents_folder(), str(Path.home())))
+            start = default_save_path(ckpt, Path(folder))
             path = dialogs.save_file(self.window, "Save Model As", str(start), SAVE_FILTER)
             if path:
                 self.save_checkpoint_as(Path(path) if Path(path).suffix else Path(path + ".safetensors"))

@@ -21,6 +21,7 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QWidget
 
+from explorer.core.save_folder import usable_save_folder
 from explorer.qt import dialogs
 from explorer.qt.files.hub import ERROR_TITLE, fetch_in_background
 from explorer.qt.settings import OPENED_N_HEADS, OPENED_NO_VOCAB, OPENED_PATH, OPENED_VOCAB_PATH
@@ -240,14 +241,16 @@ class CheckpointOpener:
 def default_save_path(checkpoint: Checkpoint, fallback_dir: Path) -> Path:
     """Where Save As proposes to write: the file's stem + ``.safetensors`` beside it; for a Hub model
     the repository's name, for a shipped model its name, in ``fallback_dir`` (never inside the Hub's
-    cache or the installed app)."""
+    cache or the installed app); for a file in a folder that cannot take it (read-only, or the
+    shipped ``assets/`` opened by path) its name in ``fallback_dir``."""
     if isinstance(checkpoint.origin, HubRef):
         return fallback_dir / f"{checkpoint.origin.repo_id.split('/')[-1]}.safetensors"
     if checkpoint.origin is not None:
         return fallback_dir / f"{checkpoint.origin.name}.safetensors"
     if checkpoint.path is None:
         return fallback_dir / "model.safetensors"
-    return checkpoint.path.resolve().with_suffix(".safetensors")
+    beside = checkpoint.path.resolve().with_suffix(".safetensors")
+    return beside if usable_save_folder(beside.parent) else fallback_dir / beside.name
 
 
 def save_model(parent: QWidget, checkpoint: Checkpoint, path: str | os.PathLike) -> bool:

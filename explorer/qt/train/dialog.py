@@ -35,10 +35,12 @@ from explorer.core.train_setup import (
     next_free_name,
     snapshot_dir,
     split_for_validation,
+    typed_path,
 )
 from explorer.qt import dialogs, theme
 from explorer.qt.scheduling.background import run_with_progress
-from explorer.qt.settings import LAST_DIR
+from explorer.core.save_folder import proposed_save_folder
+from explorer.qt.settings import LAST_DIR, LAST_TRAIN_DIR, documents_folder
 from explorer.qt.plots.plot_items import plain_numbers
 from explorer.qt.train.run import TrainRun
 from model.training.data import CorpusError, unknown_warning
@@ -65,11 +67,14 @@ class TrainDialog(QDialog):
     """A run started that writes snapshots into this folder (the Training panel follows it)."""
     sig_open = Signal(str)
     """The run ended with a saved model: open this file."""
+    sig_started = Signal(str)
+    """A run started that writes its model into this file."""
 
-    def __init__(self, parent: QWidget | None = None, folder: str = "") -> None:
+    def __init__(self, parent: QWidget | None = None, folder: str = "", out_folder: str = "") -> None:
         super().__init__(parent)
         self.setWindowTitle("Train New Model")
-        self.folder = folder
+        self.folder = folder  # where the text file dialogs start
+        self.out_folder = out_folder or folder  # where the model is proposed to go
         self.run: TrainRun | None = None
         self._held_out: tuple[Path, Path] | None = None  # the texts this dialog split for its run
         self.corpus = QListWidget()
@@ -147,7 +152,7 @@ class TrainDialog(QDialog):
         self.corpus.clear()
         self.corpus.addItems(list(choice.corpus))
         self.val.setText(choice.val or "")
-        self.out.setText(choice.out or next_free_name(Path(self.folder or Path.home()) / "my-model.safetensors"))
+        self.out.setText(choice.out or next_free_name(Path(self.out_folder or Path.home()) / "my-model.safetensors"))
         for key, box in self.spins.items():
             box.setValue(getattr(choice, key))
         self.explain()
@@ -155,7 +160,7 @@ class TrainDialog(QDialog):
     def choice(self) -> TrainChoice:
         """What the form says."""
         return TrainChoice(corpus=[self.corpus.item(i).text() for i in range(self.corpus.count())],
-                           val=self.val.text().strip() or None, out=self.out.text().strip(),
+                           val=typed_path(self.val.text()) or None, out=typed_path(self.out.text()),
                            **{key: box.value() for key, box in self.spins.items()})
 
     def explain(self, *_args) -> str:
@@ -218,6 +223,7 @@ class TrainDialog(QDialog):
             curve.setData([], [])
         self.summary.setText("starting: reading the text and building the vocabulary…")
         self.run.start()
+        self.sig_started.emit(choice.out)
         self.explain()
         if choice.snapshots:
             self.sig_follow.emit(str(snapshot_dir(choice.out)))
@@ -290,11 +296,16 @@ class TrainDialog(QDialog):
 def open_train_dialog(window) -> TrainDialog:
     """Show the main window's Train dialog (one per window; a run keeps going while it is closed).
 
-    Its run's snapshots stream into the window's Training panel, and the model it saves opens.
+    Its run's snapshots stream into the window's Training panel, and the model it saves opens. The
+    model is proposed to go into the folder of the last run started (kept in the settings), else the
+    user's documents folder, else the home folder: never the folder of the last opened checkpoint,
+    which is ``assets/`` after a shipped model (:mod:`explorer.core.save_folder`).
     """
     dialog = window.findChild(TrainDialog)
     if dialog is None:
-        dialog = TrainDialog(window, folder=LAST_DIR.read(window.settings) or str(Path.home()))
+        out = proposed_save_folder((LAST_TRAIN_DIR.read(window.settings), documents_folder(), str(Path.home())))
+        dialog = TrainDialog(window, folder=LAST_DIR.read(window.settings) or str(Path.home()), out_folder=out)
+        dialog.sig_started.connect(lambda path: LAST_TRAIN_DIR.write(window.settings, str(Path(path).parent)))
 
         def follow(folder: str) -> None:
             window.docks["training"].show()

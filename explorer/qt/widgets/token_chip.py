@@ -101,6 +101,9 @@ class ChipLabel(QWidget):
         tip = f"text {chip.original!r} · id {chip.token_id} · position {pos}"
         if chip.is_unk and generated:  # its text is U+FFFD, the rendering of a token that names no text
             tip = f"the model wrote the unknown token (id {chip.token_id}); the text shows it as {chip.original!r}"
+        elif chip.original == "" and chip.token_id >= 0:
+            tip = (f"the special token {chip.token!r} (id {chip.token_id} · position {pos}), which stands for no "
+                   "text: it is a token here, and the text has nothing for it")
         elif chip.is_unk:
             tip = f"unknown to the vocabulary: original text {chip.original!r} (shown as <unk>, id {chip.token_id})"
         if chip.dropped:

@@ -156,8 +156,8 @@ def llama2c_tokenizer(path: Path) -> Tokenizer:
         hf.normalizer = normalizers.Replace(Regex(r"\A(?=[\s\S])"), " ")
         # A list, not "<s> $A": a template string is split at whitespace, and BOS may hold some.
         hf.post_processor = processors.TemplateProcessing(
-            single=[names[BOS_ID], "$A"], special_tokens=[(names[BOS_ID], BOS_ID)]
-        )
+            single=[names[BOS_ID], "$A"], special_tokens=[(names[BOS_ID], BOS_ID), (names[EOS_ID], EOS_ID)]
+        )  # EOS listed too: a control token (TokenNames reads the list), which stands for no text
         hf.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
         return Tokenizer(hf)
     except Exception as exc:  # tokenizers' own Exceptions, and the Tokenizer's ValueError

@@ -7,7 +7,7 @@ import numpy as np
 from PySide6.QtCore import QSignalBlocker
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from explorer.core.training_views import largest_changes
+from explorer.core.training_views import difference_columns, difference_sentence
 from explorer.core.views import axis_labels, symmetric_levels, token_label
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
 from explorer.qt.scheduling.jobs import JobResult
@@ -44,8 +44,9 @@ class DifferenceView(QWidget):
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.attn = Heatmap("attention weights: later − earlier", DIVERGING, col_axis="top")
-        self.probs = Heatmap(f"next-token probability: later − earlier ({N_TOKENS} tokens that changed most)",
-                             DIVERGING, col_axis="top")
+        self.probs = Heatmap("next-token probability: later − earlier", DIVERGING, col_axis="top",
+                             row_title="position i (the text up to it)",
+                             col_title=f"vocabulary token (the {N_TOKENS} that changed most)")
         self.attn.describe = self._describe_attention
         for box in (self.earlier, self.later):
             box.currentIndexChanged.connect(self.update_difference)
@@ -69,8 +70,11 @@ class DifferenceView(QWidget):
         steps = view.steps if view is not None else []
         index = {step: i for i, step in enumerate(steps)}
         names = [f"step {step:,}" for step in steps]
+        longest = max(map(len, names), default=8)  # "step 2,000" whole, not "step 2,0"
         for box, default in ((self.earlier, 0), (self.later, len(steps) - 1)):
             kept = self._steps[box.currentIndex()] if 0 <= box.currentIndex() < len(self._steps) else None
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(longest)
             with QSignalBlocker(box):
                 box.clear()
                 box.addItems(names)  # at once: 3,000 addItem calls took 60 ms of the GUI thread
@@ -126,16 +130,11 @@ class DifferenceView(QWidget):
                                blank=masked)
         else:  # the model before attention: no weights to compare
             self.attn.clear()
-        cols = largest_changes(d.probs, N_TOKENS)
+        cols = difference_columns(d.probs, N_TOKENS)
         names = [token_label(token_name(s.tokenizer, c), 10) for c in cols]
         probs = d.probs[:, cols]  # (T, N_TOKENS)
         self.probs.set_data(probs, symmetric_levels(probs), labels, names, blank=False)
-        last = probs[-1]
-        if cols.size and np.isfinite(last).any():  # NaN (a snapshot whose logits overflowed) is no number to rank
-            best = int(np.nanargmax(np.where(np.isfinite(last), last, np.nan)))
-            gained = f"After the last token, {names[best]!r} gained most ({float(last[best]):+.3f})."
-        else:
-            gained = "After the last token, the probabilities of one of the two steps are not numbers (NaN or inf)."
+        gained = difference_sentence(d.probs, lambda c: token_label(token_name(s.tokenizer, c), 10))
         where = f"layer {layer} head {head}" if d.attn_weights.shape[0] else "no attention in this model"
         self.note.setText(f"step {d.later_step:,} minus step {d.earlier_step:,}, {where}; red: "
                           f"higher at the later step, blue: lower. {gained}")

@@ -332,8 +332,10 @@ class WhyPanel(RefreshWhenShown, QWidget):
         if ex.score_terms is None:
             self.terms.show_note(ex.score_terms_note, req.head)
             return
-        scores = req.trace.blocks[0].attn_scores[req.head].astype(np.float64)
-        self.terms.show_terms(ex.score_terms, scores, list(req.tokens), req.head)
+        block = req.trace.blocks[0]
+        scores = block.attn_scores[req.head].astype(np.float64)
+        self.terms.show_terms(ex.score_terms, scores, list(req.tokens), req.head, block.attn_scale,
+                              req.trace.blocks[0].q.shape[-1])
 
     def _clear(self, message: str) -> None:
         self.result = self.request = self.drawn_trace = None

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer.core.architecture import score_formula, score_terms_title
 from explorer.core.views import axis_labels, symmetric_levels, token_label
 from explorer.qt import theme
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
@@ -216,8 +217,10 @@ class ScoreTermsView(QWidget):
         layout.addWidget(self.note)
         layout.addWidget(self.holder, 1)
 
-    def show_terms(self, terms, scores: np.ndarray | None, tokens: list[str], head: int) -> None:
-        """``terms`` a ScoreTerms (maps and shares) and layer 0's scores of ``head`` (T, T)."""
+    def show_terms(self, terms, scores: np.ndarray | None, tokens: list[str], head: int, scale: float = 1.0,
+                   d_head: int = 1) -> None:
+        """``terms`` a ScoreTerms (maps and shares) and layer 0's scores of ``head`` (T, T), computed
+        with the factor ``scale`` (the trace's ``attn_scale``: 1/√d_head, or 1 for GPT-Neo)."""
         self.holder.setVisible(True)
         T = len(tokens)
         rows = axis_labels(tokens)
@@ -229,10 +232,10 @@ class ScoreTermsView(QWidget):
         shown = {"scores": np.where(mask, scores, np.nan), **terms.maps}
         for name, hm in self.maps.items():
             share = f"  {100 * terms.shares[name]:.1f} %" if name in terms.shares else ""
-            hm.plot.setTitle(f"{TERM_TITLES.get(name, 'scores q·k (layer 0)')}{share}")
+            hm.plot.setTitle(f"{TERM_TITLES.get(name) or score_terms_title(scale, d_head)}{share}")
             hm.set_data(shown[name][:T, :T], levels, rows, keys)
         self.note.setText(
-            f"Layer 0, head {head}: with LN1's scale frozen per token, every score q_i·k_j × scale is the sum of "
+            f"Layer 0, head {head}: with LN1's scale frozen per token, every score {score_formula(scale, d_head)} is the sum of "
             f"these five maps (largest difference from the model's scores {err:.1e}). The share is each map's "
             f"Σ|value| over the cells a query can see.")
 

@@ -344,7 +344,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.sentence.setText(
             f"<b>{what} {'on' if first else 'off'}:</b> {html.escape(c.sentence(first))}<br>"
             f"<span style='color:{theme.muted_text(self).name()}'><b>{'On' if second else 'Off'}:</b> "
-            f"{html.escape(c.sentence(second))}</span>")
+            f"{html.escape(c.sentence(second))}</span>"
+            + (f"<br><i>{html.escape(c.repeats)}</i>" if c.repeats else ""))  # why equal tokens do not cross
 
     def _draw_bars(self, c: positional.OrderComparison, pe: bool, plot) -> None:
         """Grouped bars: the union of both orders' top tokens, original (blue) above reordered (orange)."""

@@ -188,7 +188,7 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         rows = axis_labels(tokens)
         keys = [f"{j} {token_label(t, 8)}" for j, t in enumerate(tokens)]
         n = v.weights.shape[0]
-        head = f"all {n} heads" if v.key == "multihead" else f"head {self._head}"
+        head = variants.heads_phrase(n) if v.key == "multihead" else f"head {self._head}"
         cfg = self.session.config
         if cfg is not None and cfg.n_kv_heads < cfg.n_heads:  # grouped-query attention: say which k, v
             head += (f" ({cfg.n_kv_heads} key/value heads)" if v.key == "multihead"
@@ -204,6 +204,7 @@ class VariantsPanel(RefreshWhenShown, QWidget):
         self.outputs.setVisible(True)
         self.outputs.plot.setTitle("heads concatenated (each head's outputs side by side)" if v.combined is not None
                                    else "outputs: one context vector per token")
+        self.outputs.set_titles(col=dimension_title(variants.output_space(v.key, n)))  # z_i of variant 1: d_model
         self.outputs.set_data(out, symmetric_levels(out), rows, None)
         self.mixed.setVisible(v.mixed is not None)
         if v.mixed is not None:
