@@ -88,3 +88,37 @@ def test_a_plot_title_that_does_not_fit_is_elided_with_its_text_in_the_tooltip(q
     hm.resize(800, 200)
     qtbot.waitUntil(lambda: title.item.toPlainText() == long)  # wide enough again: the whole title
     assert title.toolTip() == ""
+
+
+def _dock_scrolls(window):
+    """(dock name, its scroll area) of every dock whose panel sits in a scroll area (panel_scroll)."""
+    from PySide6.QtWidgets import QScrollArea
+
+    for name, dock in window.docks.items():
+        if isinstance(dock.widget(), QScrollArea):
+            yield name, dock.widget()
+
+
+def test_no_dock_scrolls_sideways_with_a_long_text_and_an_earlier_position(qtbot, tmp_path, tiny_tokenizer,
+                                                                           dialogs, palette_name):
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    s = window.session
+    s.set_text(LONG_TEXT)  # more tokens than the context: "showing the last 32 of 40 tokens"
+    s.set_position(3)  # an earlier position: the next-token line says "insert after 'the'"
+    tokens = window.panels["tokens"]
+    qtbot.waitUntil(lambda: "showing the last" in tokens.note.text())
+    QApplication.processEvents()
+    sideways = []
+    for name, scroll in _dock_scrolls(window):  # each dock in front in turn (tabbed ones too)
+        window.docks[name].raise_()
+        qtbot.waitUntil(lambda scroll=scroll: scroll.isVisible() and scroll.viewport().width() > 200)
+        QApplication.processEvents()
+        if scroll.horizontalScrollBar().isVisible():
+            sideways.append((name, scroll.widget().minimumSizeHint().width(), scroll.viewport().width()))
+    assert sideways == []  # the Text dock scrolled sideways (its note was wider than the dock)
+    for label in (tokens.note, window.panels["next-token"].click_note):
+        assert label.width() >= label.fontMetrics().horizontalAdvance(label.text()) or label.wordWrap()
+        assert label.mapTo(window, label.rect().topRight()).x() <= label.parentWidget().mapTo(
+            window, label.parentWidget().rect().topRight()).x()
+    box = tokens.causal_box  # not cut: its whole text is in view
+    assert box.width() >= box.sizeHint().width()
