@@ -122,3 +122,29 @@ def test_no_dock_scrolls_sideways_with_a_long_text_and_an_earlier_position(qtbot
             window, label.parentWidget().rect().topRight()).x()
     box = tokens.causal_box  # not cut: its whole text is in view
     assert box.width() >= box.sizeHint().width()
+
+
+def test_the_generate_panel_s_alternatives_are_reachable_in_sampled_mode(qtbot, tmp_path, tiny_tokenizer,
+                                                                          dialogs, palette_name):
+    from explorer.qt.generation import Generator
+    from model.generate import Sampling
+
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    panel = window.panels["generate"]
+    panel.mode.setCurrentText("sample")  # the sampling controls take two more lines of the dock
+    s, g = window.session, Generator.of(window.session)
+    s.set_text("the cat")
+    g.start(4, Sampling(temperature=1.0, seed=3))
+    qtbot.waitUntil(lambda: not g.running, timeout=10000)
+    s.set_position(3)  # a generated token: its alternatives, each a fork link
+    qtbot.waitUntil(lambda: "fork:" in panel.detail.text())
+    QApplication.processEvents()
+    scroll = window.docks["generate"].widget()
+    bottom = panel.detail.mapTo(scroll.widget(), panel.detail.rect().bottomLeft()).y()
+    # the whole of the alternatives is in the scrolled area, and what is below the view can be scrolled to
+    assert panel.detail.height() >= panel.detail.heightForWidth(panel.detail.width())
+    assert bottom <= scroll.widget().height()
+    assert bottom <= scroll.viewport().height() or scroll.verticalScrollBar().isVisible()
+    scroll.ensureWidgetVisible(panel.detail)
+    QApplication.processEvents()
+    assert panel.detail.visibleRegion().boundingRect().height() > 0
