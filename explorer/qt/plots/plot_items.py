@@ -327,9 +327,9 @@ class MatrixImage(pg.ImageItem):
                     and isinstance(lut, np.ndarray) and lut.dtype == np.uint8 and lut.ndim == 2
                     and lut.shape[1] in (3, 4))
 
-    def render_part(self, data: np.ndarray) -> None:
-        """Make ``qimage`` from ``data`` (the whole image, or the cells of it a view shows), in the
-        image's colours; requires :meth:`simple`."""
+    def cell_colours(self, data: np.ndarray) -> np.ndarray:
+        """The colour of each cell of ``data`` (rows, cols) as premultiplied 0xAARRGGBB words (uint32),
+        0 (transparent) for NaN; requires :meth:`simple`."""
         table = self._argb_table(self.lut)
         n = len(table)
         lo, hi = (float(v) for v in np.ravel(self.levels))
@@ -339,7 +339,12 @@ class MatrixImage(pg.ImageItem):
         index = np.clip(np.where(nan, 0.0, scaled), 0, n - 1).astype(np.intp)
         pixels = table[index]
         pixels[nan] = 0  # transparent: a masked cell shows the view's grey ground
-        self._pixels = np.ascontiguousarray(pixels)
+        return pixels
+
+    def render_part(self, data: np.ndarray) -> None:
+        """Make ``qimage`` from ``data`` (the whole image, or the cells of it a view shows), in the
+        image's colours; requires :meth:`simple`."""
+        self._pixels = np.ascontiguousarray(self.cell_colours(data))
         rows, cols = self._pixels.shape
         self.qimage = QImage(self._pixels.data, cols, rows, 4 * cols, QImage.Format.Format_ARGB32_Premultiplied)
         self._renderRequired = False
