@@ -44,7 +44,6 @@ class HeadTypeCurvesView(QWidget):
         every = [*self.plots.values(), self.loss]
         for plot in every:
             plot.setLabel("bottom", "training step (log scale)")
-        theme.style_plots(self.view, every)
         self.best = {kind: plot.plot(pen=pg.mkPen(TYPE_COLOURS[kind], width=2), symbol="o", symbolSize=4, name="")
                      for kind, plot in self.plots.items()}
         self.others: dict[str, list[pg.PlotDataItem]] = {kind: [] for kind in HEAD_TYPES}
@@ -58,6 +57,7 @@ class HeadTypeCurvesView(QWidget):
             plot.addItem(line, ignoreBounds=True)
             plot.addItem(formed, ignoreBounds=True)
             formed.setVisible(False)
+        theme.style_plots(self.view, every)  # after the curves: titles, legends and curves read on the ground
         self.lesson = QLabel()
         self.lesson.setWordWrap(True)
         self.lesson.setTextFormat(Qt.TextFormat.RichText)
@@ -95,7 +95,7 @@ class HeadTypeCurvesView(QWidget):
         heads = [(li, h) for li in range(scores.shape[1]) for h in range(scores.shape[2]) if (li, h) != best]
         items = self.others[kind]
         while len(items) < len(heads):
-            items.append(plot.plot(pen=pg.mkPen(COLOURS["other"], width=1)))
+            items.append(plot.plot(pen=theme.curve_pen(COLOURS["other"], self, width=1)))
         for item, (li, h) in zip(items, heads):
             item.setData(x, scores[:, li, h])
             item.setVisible(True)
