@@ -105,6 +105,7 @@ def test_no_dock_scrolls_sideways_with_a_long_text_and_an_earlier_position(qtbot
     s = window.session
     s.set_text(LONG_TEXT)  # more tokens than the context: "showing the last 32 of 40 tokens"
     s.set_position(3)  # an earlier position: the next-token line says "insert after 'the'"
+    window.panels["variants"].set_source("book")  # the book's view: its title and its inputs line
     tokens = window.panels["tokens"]
     qtbot.waitUntil(lambda: "showing the last" in tokens.note.text())
     QApplication.processEvents()
