@@ -111,8 +111,8 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         d_head = "d_head"  # the strips are narrow: the dimension axis says only which one
         self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False, row_title="query i", col_title=d_head)
         self.k_map = Heatmap("k_j (keys)", DIVERGING, row_title="key j", col_title=d_head, bar_title="q and k")
-        self.v_map = Heatmap("v_j (values)", DIVERGING, row_title="", col_title=d_head, bar_title="v")
-        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING, row_title="", col_title=d_head,
+        self.v_map = Heatmap("v_j (values)", DIVERGING, row_title="key j", col_title=d_head, bar_title="v")
+        self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING, row_title="key j", col_title=d_head,
                               bar_title="a_ij v_j and out_i")
         self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False,
                                row_title="out_i", col_title=d_head)
