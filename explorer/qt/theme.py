@@ -181,6 +181,14 @@ def curve_pen(colour, widget: QWidget | None = None, **kwargs):
     return pg.mkPen(curve_colour(colour, widget), **kwargs)
 
 
+def context_colour(widget: QWidget | None = None) -> QColor:
+    """A quiet grey for curves behind the one in question (the other heads): the least that still
+    reads on the plot's ground (:data:`CURVE_CONTRAST`), in either theme."""
+    ground = plot_background(widget)
+    return readable(mix(ground, palette(widget).color(Role.Text), 0.1), ground, CURVE_CONTRAST,
+                    towards=palette(widget).color(Role.Text))
+
+
 def legend_ground(widget: QWidget | None = None) -> QColor:
     """A legend's box: the plot's ground, nearly opaque (curves behind it do not show through)."""
     ground = QColor(plot_background(widget))

@@ -74,7 +74,8 @@ class CurvesView(pg.GraphicsLayoutWidget):
                                             ("self", "token itself"))}
         self.other_heads: list[pg.PlotDataItem] = []
         self.entropy_curve = self.entropy.plot(pen=pen("entropy"), name="selected head")
-        self.lines = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#444", width=1)) for _ in self.plots]
+        self.lines = [pg.InfiniteLine(angle=90, movable=False, pen=theme.curve_pen("#444", self, width=1))
+                      for _ in self.plots]
         for plot, line in zip(self.plots, self.lines):
             plot.addItem(line, ignoreBounds=True)
         theme.style_plots(self, self.plots)  # after the curves: titles, legends and curves read on the ground
@@ -116,7 +117,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         n_layers, n_heads = curves.attn_entropy.shape[1:]
         others = [(li, h) for li in range(n_layers) for h in range(n_heads) if (li, h) != (layer, head)]
         while len(self.other_heads) < len(others):
-            self.other_heads.append(self.entropy.plot(pen=theme.curve_pen(COLOURS["other"], self, width=1)))
+            self.other_heads.append(self.entropy.plot(pen=pg.mkPen(theme.context_colour(self), width=1)))
         for item, (li, h) in zip(self.other_heads, others):
             item.setData(x, curves.attn_entropy[:, li, h])
             item.setVisible(True)
