@@ -159,14 +159,14 @@ def readable(colour, ground: QColor, ratio: float = CURVE_CONTRAST, towards: QCo
         return colour
     if towards is None:
         towards = QColor("#000000") if ground.lightnessF() >= 0.5 else QColor("#ffffff")
-    lo, hi = 0.0, 1.0
+    lo, hi, aim = 0.0, 1.0, ratio + 0.05  # a little over: the 8-bit colour drawn must still reach it
     for _ in range(20):  # the least share that reaches the ratio
         mid = (lo + hi) / 2
-        if contrast_ratio(mix(colour, towards, mid), ground) >= ratio:
+        if contrast_ratio(QColor(mix(colour, towards, mid).name()), ground) >= aim:
             hi = mid
         else:
             lo = mid
-    return mix(colour, towards, hi)
+    return QColor(mix(colour, towards, hi).name())
 
 
 def curve_colour(colour, widget: QWidget | None = None) -> QColor:
