@@ -7,8 +7,8 @@ desktop theme) gives :func:`dark_palette`.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QColor, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QWidget
 
 Role = QPalette.ColorRole
@@ -107,6 +107,18 @@ def contrast_ratio(a: QColor, b: QColor) -> float:
     return (hi + 0.05) / (lo + 0.05)
 
 
+def _pen_colour(pen) -> QColor | None:
+    """The colour of a pyqtgraph pen option (a QPen, a colour, or None: no line)."""
+    if pen is None:
+        return None
+    if isinstance(pen, QPen):
+        return None if pen.style() == Qt.PenStyle.NoPen else pen.color()
+    import pyqtgraph as pg
+
+    made = pg.mkPen(pen)
+    return None if made.style() == Qt.PenStyle.NoPen else made.color()
+
+
 class _PaletteFollower(QObject):
     """Styles a view's plots again when its palette changes (a theme switched while the app runs)."""
 
@@ -116,7 +128,10 @@ class _PaletteFollower(QObject):
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
         if event.type() == QEvent.Type.PaletteChange:
-            _style(self.view, self.plots, self.widget)
+            try:
+                _style(self.view, self.plots, self.widget)
+            except RuntimeError:  # a view being destroyed: its scene's items are gone already
+                pass
         return False
 
 
@@ -131,6 +146,56 @@ def style_plots(view, plots, widget: QWidget | None = None) -> None:
     widget.installEventFilter(_PaletteFollower(view, plots, widget))
 
 
+TEXT_CONTRAST = 4.5  # WCAG 2 AA for text: titles, axis labels, legend labels against the plot's ground
+CURVE_CONTRAST = 3.0  # WCAG 2 for graphics: curves, symbols and legend swatches against the plot's ground
+
+
+def readable(colour, ground: QColor, ratio: float = CURVE_CONTRAST, towards: QColor | None = None) -> QColor:
+    """``colour`` moved just far enough towards ``towards`` (default: black on a light ground, white on
+    a dark one) to reach ``ratio`` (WCAG 2) against ``ground``; the colour itself when it does already.
+    Keeps a curve's hue where it can: #1f5fa8 on #1e1e1e (2.6:1) becomes a lighter blue."""
+    colour, ground = QColor(colour), QColor(ground)
+    if contrast_ratio(colour, ground) >= ratio:
+        return colour
+    if towards is None:
+        towards = QColor("#000000") if ground.lightnessF() >= 0.5 else QColor("#ffffff")
+    lo, hi, aim = 0.0, 1.0, ratio + 0.05  # a little over: the 8-bit colour drawn must still reach it
+    for _ in range(20):  # the least share that reaches the ratio
+        mid = (lo + hi) / 2
+        if contrast_ratio(QColor(mix(colour, towards, mid).name()), ground) >= aim:
+            hi = mid
+        else:
+            lo = mid
+    return QColor(mix(colour, towards, hi).name())
+
+
+def curve_colour(colour, widget: QWidget | None = None) -> QColor:
+    """A curve's or swatch's colour that reads on this widget's plot ground (:data:`CURVE_CONTRAST`)."""
+    return readable(colour, plot_background(widget), CURVE_CONTRAST)
+
+
+def curve_pen(colour, widget: QWidget | None = None, **kwargs):
+    """A pyqtgraph pen in :func:`curve_colour` (``kwargs`` as ``pg.mkPen``: width, style)."""
+    import pyqtgraph as pg
+
+    return pg.mkPen(curve_colour(colour, widget), **kwargs)
+
+
+def context_colour(widget: QWidget | None = None) -> QColor:
+    """A quiet grey for curves behind the one in question (the other heads): the least that still
+    reads on the plot's ground (:data:`CURVE_CONTRAST`), in either theme."""
+    ground = plot_background(widget)
+    return readable(mix(ground, palette(widget).color(Role.Text), 0.1), ground, CURVE_CONTRAST,
+                    towards=palette(widget).color(Role.Text))
+
+
+def legend_ground(widget: QWidget | None = None) -> QColor:
+    """A legend's box: the plot's ground, nearly opaque (curves behind it do not show through)."""
+    ground = QColor(plot_background(widget))
+    ground.setAlpha(235)
+    return ground
+
+
 def _style(view, plots, widget: QWidget) -> None:
     view.setBackground(plot_background(widget))
     ink = plot_text(widget)
@@ -139,6 +204,52 @@ def _style(view, plots, widget: QWidget) -> None:
             axis = plot.getAxis(name)
             axis.setTextPen(ink)  # tick labels and the axis title
             axis.setPen(ink)
+            if axis.labelStyle.get("color") != ink.name():
+                axis.labelStyle = {**axis.labelStyle, "color": ink.name()}
+                axis._updateLabel()  # pyqtgraph's own: the axis title again in the new colour
+        _style_title(plot, ink)
+        _style_items(plot, widget, ink)
+
+
+def _style_title(plot, ink: QColor) -> None:
+    """The title in ``ink`` now and later (a LabelItem keeps its colour option), fitted or elided."""
+    from explorer.qt.plots.plot_items import ShrinkingTitle, use_shrinking_title
+
+    title = plot.titleLabel
+    if not isinstance(title, ShrinkingTitle):
+        use_shrinking_title(plot, title.text if title.isVisible() else "")
         title = plot.titleLabel
-        if title.text:
-            title.setText(title.text, color=ink.name())
+    title.opts["color"] = ink.name()
+    if title.text:
+        title.setText(title.text, color=ink.name())
+
+
+def _style_items(plot, widget: QWidget, ink: QColor) -> None:
+    """Curves and symbols readable on the ground (from the colour each was asked in), and the legend's
+    labels in ``ink`` on a box of the ground's colour."""
+    import pyqtgraph as pg
+
+    for item in plot.listDataItems():
+        if isinstance(item, pg.ScatterPlotItem):  # markers: their fill is what must read
+            asked = getattr(item, "_asked_colours", None)
+            if asked is None:
+                asked = item._asked_colours = {"brush": QColor(pg.mkBrush(item.opts["brush"]).color())}
+            item.setBrush(pg.mkBrush(curve_colour(asked["brush"], widget)))
+            continue
+        if not isinstance(item, pg.PlotDataItem):  # bars: their panel colours each bar as it draws it
+            continue
+        asked = getattr(item, "_asked_colours", None)
+        if asked is None:  # the colours it was made in, kept: a theme switch starts again from them
+            asked = item._asked_colours = {key: QColor(_pen_colour(item.opts.get(key))) for key in ("pen", "symbolPen")
+                                           if _pen_colour(item.opts.get(key)) is not None}
+        for key, colour in asked.items():
+            pen = QPen(item.opts[key]) if isinstance(item.opts[key], QPen) else QPen(QColor(colour))
+            pen.setColor(curve_colour(colour, widget))
+            item.setPen(pen) if key == "pen" else item.setSymbolPen(pen)
+    legend = plot.legend
+    if legend is not None:
+        legend.setLabelTextColor(ink)
+        legend.setBrush(legend_ground(widget))
+        legend.setPen(mix(ink, plot_background(widget), 0.6))
+        for sample, _label in legend.items:
+            sample.update()

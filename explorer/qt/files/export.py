@@ -33,7 +33,8 @@ def export_png(widget: QWidget, path: str | os.PathLike) -> None:
 
 def export_svg(widget: QWidget, path: str | os.PathLike, title: str = "") -> None:
     """Render a widget through ``QtSvg.QSvgGenerator`` to an SVG file (pyqtgraph's SVGExporter is
-    broken with pyqtgraph 0.14 and PySide6 6.11; heatmap images are embedded as bitmaps).
+    broken with pyqtgraph 0.14 and PySide6 6.11). Heatmaps draw their cells as one vector rectangle
+    each (:meth:`explorer.qt.plots.matrix_view.MatrixView.paint_cells`), not as an embedded bitmap.
 
     Raises
     ------

@@ -28,6 +28,7 @@ from explorer.core.nexttoken import TopK, top_k
 from explorer.core.views import token_label
 from explorer.qt import theme
 from explorer.qt.widgets.explain_target import ExplainTarget
+from explorer.qt.widgets.wrapped_label import wrapped_label
 from explorer.qt.plots.heatmap import settle_view, widen_axis
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.plots.plot_items import LabelAxis, plain_numbers, scroll_by_wheel
@@ -80,7 +81,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self._range_shown = (-1, -1)  # (first rank, rows) of the view's range
         self.first = 0  # the first rank in view (the list scrolls when k bars do not fit)
         self.click_action = ""
-        self.click_note = QLabel()  # what a click on a bar does: "append", or "insert after 'time'"
+        self.click_note = wrapped_label()  # what a click on a bar does: "append", or "insert after 'time'"
         self.bars = pg.BarGraphItem(x0=[], y=[], height=BAR_HEIGHT, width=[], brush=BAR_COLOUR)
         self.target = ExplainTarget.of(session)
         self.target.sig_target_changed.connect(self.schedule_refresh)

@@ -28,6 +28,7 @@ from explorer.qt.scheduling.pacing import Pacer
 from explorer.qt.widgets.pin_note import PinNote
 from explorer.qt.session import Session
 from explorer.qt.widgets.token_chip import ChipLabel
+from explorer.qt.widgets.wrapped_label import wrapped_label
 from model import Encoding
 
 MAX_DROPPED_CHIPS = 32  # dropped tokens shown before the context window; older ones are summarised
@@ -61,7 +62,7 @@ class TokensPanel(QWidget):
         self.hint.setWordWrap(True)
         self.hint.setTextFormat(Qt.TextFormat.PlainText)
         self.hint.setStyleSheet(theme.soft_box_style(self))
-        self.note = QLabel()
+        self.note = wrapped_label()  # "showing the last 32 of 35 tokens" wraps beside the boxes
         self.pin_note = PinNote(session)
         self.summary = QLabel()
         self.pe_box = QCheckBox("positional encoding")

@@ -281,6 +281,23 @@ class Heatmap(TickLabels, QWidget):
         if self.bar is not None and self.bar.levels() != levels:
             self.bar.setLevels(levels)
 
+    def chrome_height(self) -> int:
+        """Height in px of everything but the cells: title, axes and their titles, colour bar,
+        margins, the readout line and the note when shown (the plots' least heights, measured)."""
+        least = Qt.SizeHint.MinimumSize
+        px = self.graphics.ci.effectiveSizeHint(least).height() + 2 * self.graphics.frameWidth()
+        px += self.readout.sizeHint().height() + (self.note.sizeHint().height() if self.note.isVisibleTo(self) else 0)
+        return math.ceil(px)
+
+    def fit_rows(self, rows: int, row_px: int, fixed: bool = False) -> None:
+        """Give the map room for ``rows`` rows of at least ``row_px`` px each, above its
+        :meth:`chrome_height`: as its least height, or as its fixed height with ``fixed``."""
+        px = self.chrome_height() + max(int(rows), 1) * int(row_px)
+        if fixed:
+            self.setFixedHeight(px)
+        else:
+            self.setMinimumHeight(px)
+
     def clear(self) -> None:
         """Show nothing (no rows)."""
         self.set_data(np.zeros((0, 0), dtype=np.float32), self.levels, [], [])

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QPaintEngine
 
 from explorer.qt.plots.plot_items import MatrixImage
 
@@ -36,6 +37,9 @@ def sampled(image: np.ndarray, part: tuple[int, int, int, int, int, int]) -> np.
     rows = sample_indices(r0, r1, out_rows)
     cols = sample_indices(c0, c1, out_cols)
     return image[rows][:, cols]  # (out_rows, out_cols)
+
+
+MAX_VECTOR_CELLS = 65_536  # an SVG draws at most this many cells as rectangles (a larger view: sampled)
 
 
 class MatrixView(MatrixImage):
@@ -91,8 +95,36 @@ class MatrixView(MatrixImage):
         part = self.visible_part(painter.transform(), ratio)
         if part is None:
             return
+        engine = painter.paintEngine()
+        if engine is not None and engine.type() == QPaintEngine.Type.SVG:
+            self.paint_cells(painter, part)
+            return
         if self._renderRequired or part != self.part or self.qimage is None:
             self.render_part(sampled(self.image, part))
             self.part = part
         r0, r1, c0, c1 = part[:4]
         painter.drawImage(QRectF(c0, r0, c1 - c0, r1 - r0), self.qimage)
+
+    def paint_cells(self, painter, part: tuple[int, int, int, int, int, int]) -> None:
+        """Draw the cells in view as one filled rectangle each, in the image's colours (NaN cells
+        are left out: transparent), for vector output (an SVG export): a picture embedded with
+        ``image-rendering="optimizeSpeed"`` was drawn by librsvg and ImageMagick as a smooth
+        gradient. Above :data:`MAX_VECTOR_CELLS` the cells are sampled as on screen."""
+        r0, r1, c0, c1, out_rows, out_cols = part
+        if (r1 - r0) * (c1 - c0) > MAX_VECTOR_CELLS:
+            side = max(1, math.isqrt(MAX_VECTOR_CELLS))
+            part = (r0, r1, c0, c1, min(out_rows, side), min(out_cols, side))
+            r0, r1, c0, c1, out_rows, out_cols = part
+        else:
+            part = (r0, r1, c0, c1, r1 - r0, c1 - c0)
+            out_rows, out_cols = r1 - r0, c1 - c0
+        words = self.cell_colours(sampled(self.image, part))  # (out_rows, out_cols) 0xAARRGGBB, 0 = blank
+        height, width = (r1 - r0) / out_rows, (c1 - c0) / out_cols
+        painter.save()
+        painter.setPen(Qt.PenStyle.NoPen)
+        for r in range(out_rows):
+            for c in range(out_cols):
+                word = int(words[r, c])
+                if word >> 24:
+                    painter.fillRect(QRectF(c0 + c * width, r0 + r * height, width, height), QColor.fromRgba(word))
+        painter.restore()

@@ -211,11 +211,14 @@ class LabelAxis(pg.AxisItem):
 
 
 class ShrinkingTitle(pg.LabelItem):
-    """A plot title that may be narrower than its text (which then overhangs its sides).
+    """A plot title that may be narrower than its text, which is then elided ("…") to the width
+    the plot gives it, with the whole text in its tooltip.
 
     pyqtgraph's title asks for its text's width, so a long title ("e_i token embedding") made
     the plot wider than its widget when three heatmaps share a row, and the colour bar on the
-    right was cut off. Setting the same text again changes nothing.
+    right was cut off; a title that only overhung its plot was cut by the widget's edge
+    (GPT-Neo's "scores q·k (this model does not divide by √d_head)" ended after "by"). Setting
+    the same text again changes nothing. ``text`` is always the whole title.
     """
 
     def setText(self, text, **args) -> None:  # noqa: N802 (pyqtgraph API)
@@ -223,7 +226,23 @@ class ShrinkingTitle(pg.LabelItem):
         set anew on every update laid its plot out again, and the plot repainted three more times)."""
         if text == getattr(self, "text", None) and all(self.opts.get(k) == v for k, v in args.items()):
             return
-        super().setText(text, **args)
+        self.opts.update(args)
+        self._show(text)
+
+    def _show(self, text) -> None:
+        """Lay out ``text``, elided to the title's width when it is wider (the tooltip has all of it)."""
+        text = "" if text is None else str(text)
+        shown = elided(text, title_font(self.item.font(), self.opts), self.rect().width() - 2)
+        self.setToolTip(text if shown != text else "")
+        if shown != getattr(self, "_shown", None) or self.opts != getattr(self, "_shown_opts", None):
+            self._shown, self._shown_opts = shown, dict(self.opts)
+            super().setText(shown)
+        self.text = text
+
+    def resizeEvent(self, ev) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(ev)
+        if ev is not None and getattr(self, "text", None) is not None:
+            self._show(self.text)  # a new width: elided again (or whole again)
 
     def updateMin(self) -> None:  # noqa: N802 (pyqtgraph API)
         super().updateMin()
@@ -234,6 +253,27 @@ class ShrinkingTitle(pg.LabelItem):
         for which in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
             self._sizeHint[which] = (0, self._sizeHint[which][1])
         self.updateGeometry()
+
+
+def title_font(base: QFont, opts: dict) -> QFont:
+    """The font a pyqtgraph ``LabelItem`` draws in: ``base`` with its ``size`` ("11pt", "14px") and ``bold``."""
+    font = QFont(base)
+    size = str(opts.get("size") or "")
+    if size.endswith("pt"):
+        font.setPointSizeF(float(size[:-2]))
+    elif size.endswith("px"):
+        font.setPixelSize(round(float(size[:-2])))
+    if opts.get("bold") in (True, False):
+        font.setBold(opts["bold"])
+    return font
+
+
+def elided(text: str, font: QFont, width: float) -> str:
+    """``text`` cut at its end with "…" so that it fits ``width`` px in ``font``; the text itself
+    when it fits, when the width is not known yet (0 or less), or when it is rich text (has tags)."""
+    if width <= 0 or "<" in text or QFontMetricsF(font).horizontalAdvance(text) <= width:
+        return text
+    return QFontMetricsF(font).elidedText(text, Qt.TextElideMode.ElideRight, width)
 
 
 def plain_numbers(plot) -> None:
@@ -252,7 +292,7 @@ def use_shrinking_title(plot: pg.PlotItem, title: str) -> None:
     if old.scene() is not None:
         old.scene().removeItem(old)
     plot.titleLabel = ShrinkingTitle("", size="11pt", parent=plot)
-    plot.layout.addItem(plot.titleLabel, 0, 1)
+    plot.layout.addItem(plot.titleLabel, 0, 0, 1, 3)  # over the axes too: room for more of the text
     plot.setTitle(title or None)
 
 
@@ -287,9 +327,9 @@ class MatrixImage(pg.ImageItem):
                     and isinstance(lut, np.ndarray) and lut.dtype == np.uint8 and lut.ndim == 2
                     and lut.shape[1] in (3, 4))
 
-    def render_part(self, data: np.ndarray) -> None:
-        """Make ``qimage`` from ``data`` (the whole image, or the cells of it a view shows), in the
-        image's colours; requires :meth:`simple`."""
+    def cell_colours(self, data: np.ndarray) -> np.ndarray:
+        """The colour of each cell of ``data`` (rows, cols) as premultiplied 0xAARRGGBB words (uint32),
+        0 (transparent) for NaN; requires :meth:`simple`."""
         table = self._argb_table(self.lut)
         n = len(table)
         lo, hi = (float(v) for v in np.ravel(self.levels))
@@ -299,7 +339,12 @@ class MatrixImage(pg.ImageItem):
         index = np.clip(np.where(nan, 0.0, scaled), 0, n - 1).astype(np.intp)
         pixels = table[index]
         pixels[nan] = 0  # transparent: a masked cell shows the view's grey ground
-        self._pixels = np.ascontiguousarray(pixels)
+        return pixels
+
+    def render_part(self, data: np.ndarray) -> None:
+        """Make ``qimage`` from ``data`` (the whole image, or the cells of it a view shows), in the
+        image's colours; requires :meth:`simple`."""
+        self._pixels = np.ascontiguousarray(self.cell_colours(data))
         rows, cols = self._pixels.shape
         self.qimage = QImage(self._pixels.data, cols, rows, 4 * cols, QImage.Format.Format_ARGB32_Premultiplied)
         self._renderRequired = False

@@ -21,6 +21,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
+    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -36,7 +37,7 @@ from PySide6.QtWidgets import (
 from explorer.core.lessons.formula import FormulaSteps, LayerFacts, attention_steps, layer_facts
 from explorer.core.lessons.formula_text import formula_lines, hidden_keys, window_text
 from explorer.core.views import symmetric_levels, token_label
-from explorer.qt.plots.heatmap import DIVERGING, Heatmap, dimension_title
+from explorer.qt.plots.heatmap import DIVERGING, Heatmap
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
 from explorer.qt.widgets.not_applicable import NotApplicable
@@ -55,11 +56,10 @@ CAPPED_TIP = "score s_ij after the soft cap c·tanh(s/c), what the softmax recei
 VECTOR_COLUMNS = ["k_j", "v_j", "a_ij v_j"]
 SHOW_VECTORS_UP_TO = 4  # d_head at most this: vectors also printed in the table (always in tooltips)
 AGREE_TOL = 1e-5
-ROW_PX = 16  # height of one key's row in the k_j, v_j and a_ij v_j strips: room for every row's label
-STRIP_CHROME_PX = 160  # a strip's title, dimension axis and its title, colour bar with its title, readout line
+ROW_PX = 10  # least height of one key's row in the k_j, v_j and a_ij v_j strips (they share what is left)
+MIN_ROW_PX = 24  # height of each row of the q_i and out_i strips (its colour and its label beside it)
 MIN_STRIP_ROWS = 4
-Q_MAP_PX = 95  # the query strip of one row (two with RoPE: before and after the rotation)
-Q_ROW_PX = 24  # each further row of the query strip (its label must fit beside it)
+OUT_ROWS = ["Σ_j a_ij v_j", "head_out"]  # the out_i strip's rows: computed here, and the model's own
 NOT_SEEN = QColor("#8a8a8a")
 
 
@@ -108,13 +108,14 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
         self.table.setHorizontalHeaderLabels(SCALARS)
-        d_head = dimension_title("d_head")
+        d_head = "d_head"  # the strips are narrow: the dimension axis says only which one
         self.q_map = Heatmap("q_i (query)", DIVERGING, colorbar=False, row_title="query i", col_title=d_head)
-        self.k_map = Heatmap("k_j (keys)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of q and k")
-        self.v_map = Heatmap("v_j (values)", DIVERGING, row_title="key j", col_title=d_head, bar_title="value of v")
+        self.k_map = Heatmap("k_j (keys)", DIVERGING, row_title="key j", col_title=d_head, bar_title="q and k")
+        self.v_map = Heatmap("v_j (values)", DIVERGING, row_title="key j", col_title=d_head, bar_title="v")
         self.av_map = Heatmap("a_ij v_j (weighted values)", DIVERGING, row_title="key j", col_title=d_head,
-                              bar_title="value of a_ij v_j and out_i")
-        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False, row_title="out_i", col_title=d_head)
+                              bar_title="a_ij v_j and out_i")
+        self.out_map = Heatmap("out_i = Σ_j a_ij v_j", DIVERGING, colorbar=False,
+                               row_title="out_i", col_title=d_head)
         for hm in (self.k_map, self.v_map, self.av_map):
             hm.sig_row_clicked.connect(self._on_key_clicked)
         self.q_map.setToolTip("the query vector q_i, on the same colour scale as the keys k_j below")
@@ -135,8 +136,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
 
     def _build_layout(self) -> None:
         """The query on top, fixed; below it, scrolled: the formula, then the table (left) beside
-        the strips (right). The strips keep ROW_PX per key row, so a short dock or window scrolls
-        instead of squashing them to a few pixels."""
+        the strips (right), in three columns so that a 1,400 x 900 window shows them all: q_i over
+        k_j, v_j, and a_ij v_j over out_i. The key strips keep ROW_PX per key row and the q_i and
+        out_i strips MIN_ROW_PX per row, so a short dock or window scrolls instead of squashing them."""
         top = QHBoxLayout()
         top.addWidget(QLabel("query i"))
         top.addWidget(self.position_box)
@@ -148,13 +150,15 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         lv.addWidget(self.totals)
         lv.addWidget(self.agreement)
         lv.addStretch(1)
-        right = QWidget()
-        rv = QVBoxLayout(right)
-        rv.setContentsMargins(0, 0, 0, 0)
-        for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
-            rv.addWidget(hm, 0 if hm in (self.q_map, self.out_map) else 1)
-        self.q_map.setFixedHeight(Q_MAP_PX)
-        self.out_map.setFixedHeight(115)
+        right = QWidget()  # q_i over k_j; v_j; out_i (the column sums) over a_ij v_j: key rows side by side
+        grid = QGridLayout(right)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.q_map, 0, 0)
+        grid.addWidget(self.out_map, 0, 2)
+        for c, hm in enumerate((self.k_map, self.v_map, self.av_map)):
+            grid.addWidget(hm, 1, c)
+            grid.setColumnStretch(c, 1)
+        grid.setRowStretch(1, 1)
         self.split = split = QSplitter(Qt.Orientation.Horizontal)
         split.setChildrenCollapsible(False)
         split.addWidget(left)
@@ -183,6 +187,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         unless the user has moved the splitter; the strips take the rest."""
         t, hh = self.table, self.table.horizontalHeader()
         needed = sum(max(t.sizeHintForColumn(c), hh.sectionSizeHint(c)) for c in range(t.columnCount()))
+        if t.columnCount():  # the stretched last column is never narrower than the default section
+            last = t.columnCount() - 1
+            needed += max(0, hh.defaultSectionSize() - max(t.sizeHintForColumn(last), hh.sectionSizeHint(last)))
         needed += 2 * t.frameWidth() + t.verticalScrollBar().sizeHint().width() + 28
         left, right = self.split.sizes()
         total = left + right
@@ -235,10 +242,14 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.steps = attention_steps(s.trace, s.layer, s.head, i, facts)
         self._draw(self.steps, s.tokens, facts)
 
-    def _set_strip_rows(self, rows: int) -> None:
-        """Keep ROW_PX per key row (at least 4 rows' worth) in the k_j, v_j and a_ij v_j strips."""
+    def _set_strip_rows(self, rows: int, query_rows: int = 1) -> None:
+        """Keep ROW_PX per key row (at least MIN_STRIP_ROWS rows' worth) in the k_j, v_j and a_ij v_j
+        strips, and MIN_ROW_PX per row in the q_i (``query_rows``) and out_i (two rows) strips, each
+        above its own title, axes and colour bar (:meth:`Heatmap.chrome_height`)."""
         for hm in (self.k_map, self.v_map, self.av_map):
-            hm.setMinimumHeight(STRIP_CHROME_PX + ROW_PX * max(rows, MIN_STRIP_ROWS))
+            hm.fit_rows(max(rows, MIN_STRIP_ROWS), ROW_PX)
+        self.q_map.fit_rows(query_rows, MIN_ROW_PX, fixed=True)
+        self.out_map.fit_rows(2, MIN_ROW_PX, fixed=True)
 
     def _clear(self) -> None:
         self.header.setText("no tokens yet: type some text")
@@ -269,10 +280,8 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             self.agreement.setText(f"<b>This head is switched off</b> ({iv.describe()}): the model zeroed its "
                                    "head_out, so it adds nothing; out_i here is what it would add.")
         keys = [f"{j} {token_label(tokens[j]) if j < len(tokens) else '?'}" for j in st.keys]
-        self._set_strip_rows(len(keys))
         rows, labels, title = _query_rows(st)  # q_i, with its QK-norm and its rotation where the layer has them
         qk = symmetric_levels(st.k, *rows)
-        self.q_map.setFixedHeight(Q_MAP_PX + (Q_ROW_PX * len(rows) if len(rows) > 1 else 0))
         self._mark_rotated(st)
         self.q_map.plot.setTitle(title)
         self.q_map.set_data(np.stack(rows), qk, labels, None, blank=False)
@@ -283,8 +292,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.v_map.set_data(st.v, symmetric_levels(st.v), keys, None, blank=False)
         out_levels = symmetric_levels(st.weighted_v, st.out, st.trace_out)
         self.av_map.set_data(st.weighted_v, out_levels, keys, None, blank=False)
-        self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, ["Σ_j a_ij v_j", "model's head_out"], None,
+        self.out_map.set_data(np.stack([st.out, st.trace_out]), out_levels, OUT_ROWS, None,
                               blank=False)
+        self._set_strip_rows(len(keys), len(rows))  # after the data: the axes are sized to their labels
 
     def _mark_rotated(self, st: FormulaSteps) -> None:
         """Under partial rotary, a line in the q and k strips where the turned dimensions end."""

@@ -34,7 +34,7 @@ def make_plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label
     plot.setMouseEnabled(False, False)
     plot.setMenuEnabled(False)
     plot.hideButtons()
-    plot.addLegend(offset=legend, labelTextSize="8pt", verSpacing=-6, brush=(255, 255, 255, 210))
+    plot.addLegend(offset=legend, labelTextSize="8pt", verSpacing=-6)  # its colours: theme.style_plots
     return plot
 
 
@@ -58,7 +58,6 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.mass = make_plot(self.ci, 1, 0, "attention mass, selected head", "mean weight", legend=(4, 4))
         self.entropy = make_plot(self.ci, 1, 1, "attention entropy", "nats", legend=(-4, -4))
         self.plots = (self.loss, self.prob, self.mass, self.entropy)
-        theme.style_plots(self, self.plots)
         self.setMinimumHeight(MIN_HEIGHT_PX)  # a small dock scrolls (panel_scroll) rather than squash the plots
         pen = lambda key, **kw: pg.mkPen(COLOURS[key], width=2, **kw)  # noqa: E731
         self.text_curve = self.loss.plot(pen=pen("text"), symbol="o", symbolSize=5, name="on this text")
@@ -75,9 +74,11 @@ class CurvesView(pg.GraphicsLayoutWidget):
                                             ("self", "token itself"))}
         self.other_heads: list[pg.PlotDataItem] = []
         self.entropy_curve = self.entropy.plot(pen=pen("entropy"), name="selected head")
-        self.lines = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#444", width=1)) for _ in self.plots]
+        self.lines = [pg.InfiniteLine(angle=90, movable=False, pen=theme.curve_pen("#444", self, width=1))
+                      for _ in self.plots]
         for plot, line in zip(self.plots, self.lines):
             plot.addItem(line, ignoreBounds=True)
+        theme.style_plots(self, self.plots)  # after the curves: titles, legends and curves read on the ground
         self._max_step = -1
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
 
@@ -116,7 +117,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         n_layers, n_heads = curves.attn_entropy.shape[1:]
         others = [(li, h) for li in range(n_layers) for h in range(n_heads) if (li, h) != (layer, head)]
         while len(self.other_heads) < len(others):
-            self.other_heads.append(self.entropy.plot(pen=pg.mkPen(COLOURS["other"], width=1)))
+            self.other_heads.append(self.entropy.plot(pen=pg.mkPen(theme.context_colour(self), width=1)))
         for item, (li, h) in zip(self.other_heads, others):
             item.setData(x, curves.attn_entropy[:, li, h])
             item.setVisible(True)

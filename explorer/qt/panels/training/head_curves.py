@@ -44,20 +44,20 @@ class HeadTypeCurvesView(QWidget):
         every = [*self.plots.values(), self.loss]
         for plot in every:
             plot.setLabel("bottom", "training step (log scale)")
-        theme.style_plots(self.view, every)
         self.best = {kind: plot.plot(pen=pg.mkPen(TYPE_COLOURS[kind], width=2), symbol="o", symbolSize=4, name="")
                      for kind, plot in self.plots.items()}
         self.others: dict[str, list[pg.PlotDataItem]] = {kind: [] for kind in HEAD_TYPES}
         self.first = self.loss.plot(pen=pg.mkPen(COLOURS["val"], width=2), name="first copy")
         self.second = self.loss.plot(pen=pg.mkPen(COLOURS["text"], width=2), symbol="o", symbolSize=4,
                                      name="second copy")
-        self.lines = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#444", width=1)) for _ in every]
+        self.lines = [pg.InfiniteLine(angle=90, movable=False, pen=theme.curve_pen("#444", self, width=1)) for _ in every]
         self.formed = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(MARK, width=2, style=Qt.PenStyle.DashLine))
                        for _ in every]
         for plot, line, formed in zip(every, self.lines, self.formed):
             plot.addItem(line, ignoreBounds=True)
             plot.addItem(formed, ignoreBounds=True)
             formed.setVisible(False)
+        theme.style_plots(self.view, every)  # after the curves: titles, legends and curves read on the ground
         self.lesson = QLabel()
         self.lesson.setWordWrap(True)
         self.lesson.setTextFormat(Qt.TextFormat.RichText)
@@ -95,7 +95,7 @@ class HeadTypeCurvesView(QWidget):
         heads = [(li, h) for li in range(scores.shape[1]) for h in range(scores.shape[2]) if (li, h) != best]
         items = self.others[kind]
         while len(items) < len(heads):
-            items.append(plot.plot(pen=pg.mkPen(COLOURS["other"], width=1)))
+            items.append(plot.plot(pen=pg.mkPen(theme.context_colour(self), width=1)))
         for item, (li, h) in zip(items, heads):
             item.setData(x, scores[:, li, h])
             item.setVisible(True)

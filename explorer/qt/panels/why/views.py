@@ -155,12 +155,17 @@ class WhatIfView(QWidget):
         self.plot.hideButtons()
         self.plot.setLabel("left", "entropy (bits)")
         plain_numbers(self.plot)  # bits as they are, never "(x0.001)"
-        theme.style_plots(self.graphics, [self.plot], self)
-        self.legend = self.plot.addLegend(offset=(-5, 5))
+        # The legend under the plot, not on it: inside, the curves ran through it where they end.
+        self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-4, colCount=4)
+        self.graphics.addItem(self.legend, row=1, col=0)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.graphics.ci.layout.setRowStretchFactor(0, 1)
+        self.plot.legend = self.legend  # plot(name=...) adds its entry here
         # One entry per row of the table, made once; only a label whose text changes is set again
         # (pyqtgraph lays out every legend label in HTML: rebuilding them cost about 20 ms a draw).
         self.curves = [self.plot.plot(pen=pg.mkPen(c, width=2), name=f"row {k}")
                        for k, c in enumerate(CURVE_COLOURS[:4])]
+        theme.style_plots(self.graphics, [self.plot], self)  # after the curves: their colours read on the ground
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.table)

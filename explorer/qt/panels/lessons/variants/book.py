@@ -31,6 +31,7 @@ from explorer.core.lessons.variants import KEYS
 from explorer.core.views import symmetric_levels
 from explorer.qt import theme
 from explorer.qt.widgets.flow_layout import FlowLayout
+from explorer.qt.widgets.wrapped_label import wrapped_label
 from explorer.qt.plots.heatmap import MASKED_COLOUR
 
 POSITIVE, NEGATIVE = (244, 165, 130), (146, 197, 222)  # light ends of ColorBrewer's RdBu: digits stay readable
@@ -159,7 +160,7 @@ class BookView(QWidget):
         top.addWidget(QLabel("query"))
         top.addWidget(self.query)
         top.addWidget(self.dropout)
-        top.addWidget(QLabel("inputs: “Your journey starts with one step”, d_in 3, d_out 2"), 1)
+        top.addWidget(wrapped_label("inputs: “Your journey starts with one step”, d_in 3, d_out 2"), 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(top)

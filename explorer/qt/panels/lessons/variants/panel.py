@@ -22,6 +22,7 @@ from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.panels.lessons.variants.book import BookView
 from explorer.qt.session import Session
+from explorer.qt.widgets.wrapped_label import wrapped_label
 from explorer.qt.widgets.not_applicable import NotApplicable
 
 
@@ -67,8 +68,8 @@ class VariantsPanel(RefreshWhenShown, QWidget):
             self.source.addItem(text, key)
         self.source.currentIndexChanged.connect(lambda _: self._on_source_changed())
         self.book = BookView()
-        self.header = QLabel()
-        self.formula = QLabel()
+        self.header = wrapped_label()  # the book's title, a model's long token: wrapped, never wider than the dock
+        self.formula = wrapped_label()
         self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.difference = QLabel()
         self.difference.setWordWrap(True)

@@ -1,0 +1,151 @@
+"""Screens read right at the default layout: every strip of the formula lesson has room for its rows,
+the lesson fits a 1,400 x 900 window without scrolling, and titles that do not fit are elided with
+their whole text in a tooltip. Measured on the real widgets, in the light and the dark theme."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from conftest import make_tiny_checkpoint
+from explorer.qt import theme
+from explorer_helpers import make_window
+
+LONG_TEXT = " ".join(["lily saw the big red ball and she was happy ."] * 4)  # more than 32 tokens
+
+
+@pytest.fixture(params=["light", "dark"])
+def palette_name(request, qapp):
+    """Runs a test in the light and in the dark theme (the application's palette), then restores it."""
+    before = QApplication.palette()
+    if request.param == "dark":
+        QApplication.setPalette(theme.dark_palette())
+    yield request.param
+    QApplication.setPalette(before)
+
+
+def _formula_window(qtbot, tmp_path, tiny_tokenizer, size, text):
+    ckpt = make_tiny_checkpoint(tiny_tokenizer, context_length=32, d_model=64, n_heads=2)  # d_head 32, as shipped
+    window = make_window(qtbot, tmp_path, ckpt)
+    window.resize(*size)
+    window.docks["formula"].raise_()
+    window.session.set_text(text)
+    panel = window.panels["formula"]
+    qtbot.waitUntil(lambda: panel.isVisible() and panel.steps is not None)
+    QApplication.processEvents()
+    return window, panel
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1300, 820)])
+def test_every_formula_strip_has_room_for_its_rows(qtbot, tmp_path, tiny_tokenizer, dialogs, palette_name, size):
+    from explorer.qt.panels.lessons.formula import MIN_ROW_PX, ROW_PX
+
+    window, panel = _formula_window(qtbot, tmp_path, tiny_tokenizer, size, "lily saw the big red ball")
+    assert theme.is_dark(panel) == (palette_name == "dark")
+    query_rows = panel.q_map.data.shape[0]
+    keys = panel.k_map.data.shape[0]
+    assert panel.q_map.plot.getViewBox().height() >= MIN_ROW_PX * query_rows - 1  # was 0.5 px
+    assert panel.out_map.plot.getViewBox().height() >= MIN_ROW_PX * 2 - 1  # was 14 px for two rows
+    for hm in (panel.k_map, panel.v_map, panel.av_map):
+        assert hm.plot.getViewBox().height() >= ROW_PX * keys - 1
+    # the two rows' labels of out_i do not overlap: each row is taller than a line of its labels
+    axis = panel.out_map.plot.getAxis("left")
+    assert panel.out_map.plot.getViewBox().height() / 2 >= axis.line_height()
+
+
+def test_the_formula_lesson_fits_1400_by_900_without_scrolling(qtbot, tmp_path, tiny_tokenizer, dialogs,
+                                                               palette_name):
+    window, panel = _formula_window(qtbot, tmp_path, tiny_tokenizer, (1400, 900), LONG_TEXT)
+    assert panel.k_map.data.shape[0] == 32  # the whole context: the most keys a query has
+    qtbot.waitUntil(lambda: panel.scroll.viewport().height() > 0)
+    assert not panel.scroll.verticalScrollBar().isVisible()
+    assert not panel.scroll.horizontalScrollBar().isVisible()
+    assert panel.scroll.widget().height() <= panel.scroll.viewport().height()
+    for hm in (panel.q_map, panel.k_map, panel.v_map, panel.av_map, panel.out_map):
+        bottom = hm.mapTo(panel, hm.rect().bottomRight())
+        assert bottom.y() <= panel.height() and bottom.x() <= panel.width()  # in view, not below the fold
+    t = panel.table
+    assert t.horizontalHeader().length() <= t.viewport().width()  # every column of the table in view
+
+
+def test_a_plot_title_that_does_not_fit_is_elided_with_its_text_in_the_tooltip(qtbot, palette_name):
+    from PySide6.QtGui import QFontMetricsF
+
+    from explorer.qt.plots.heatmap import Heatmap
+    from explorer.qt.plots.plot_items import title_font
+
+    long = "scores q·k (this model does not divide by √d_head)"
+    hm = Heatmap(long)
+    qtbot.addWidget(hm)
+    hm.resize(220, 200)
+    hm.show()
+    qtbot.waitExposed(hm)
+    title = hm.plot.titleLabel
+    drawn = title.item.toPlainText()
+    fm = QFontMetricsF(title_font(title.item.font(), title.opts))
+    assert fm.horizontalAdvance(drawn) <= title.rect().width()  # was 344 px of text in 220 px
+    assert drawn.endswith("…") and title.toolTip() == long and title.text == long
+    hm.resize(800, 200)
+    qtbot.waitUntil(lambda: title.item.toPlainText() == long)  # wide enough again: the whole title
+    assert title.toolTip() == ""
+
+
+def _dock_scrolls(window):
+    """(dock name, its scroll area) of every dock whose panel sits in a scroll area (panel_scroll)."""
+    from PySide6.QtWidgets import QScrollArea
+
+    for name, dock in window.docks.items():
+        if isinstance(dock.widget(), QScrollArea):
+            yield name, dock.widget()
+
+
+def test_no_dock_scrolls_sideways_with_a_long_text_and_an_earlier_position(qtbot, tmp_path, tiny_tokenizer,
+                                                                           dialogs, palette_name):
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    s = window.session
+    s.set_text(LONG_TEXT)  # more tokens than the context: "showing the last 32 of 40 tokens"
+    s.set_position(3)  # an earlier position: the next-token line says "insert after 'the'"
+    window.panels["variants"].set_source("book")  # the book's view: its title and its inputs line
+    tokens = window.panels["tokens"]
+    qtbot.waitUntil(lambda: "showing the last" in tokens.note.text())
+    QApplication.processEvents()
+    sideways = []
+    for name, scroll in _dock_scrolls(window):  # each dock in front in turn (tabbed ones too)
+        window.docks[name].raise_()
+        qtbot.waitUntil(lambda scroll=scroll: scroll.isVisible() and scroll.viewport().width() > 200)
+        QApplication.processEvents()
+        if scroll.horizontalScrollBar().isVisible():
+            sideways.append((name, scroll.widget().minimumSizeHint().width(), scroll.viewport().width()))
+    assert sideways == []  # the Text dock scrolled sideways (its note was wider than the dock)
+    for label in (tokens.note, window.panels["next-token"].click_note):
+        assert label.width() >= label.fontMetrics().horizontalAdvance(label.text()) or label.wordWrap()
+        assert label.mapTo(window, label.rect().topRight()).x() <= label.parentWidget().mapTo(
+            window, label.parentWidget().rect().topRight()).x()
+    box = tokens.causal_box  # not cut: its whole text is in view
+    assert box.width() >= box.sizeHint().width()
+
+
+def test_the_generate_panel_s_alternatives_are_reachable_in_sampled_mode(qtbot, tmp_path, tiny_tokenizer,
+                                                                          dialogs, palette_name):
+    from explorer.qt.generation import Generator
+    from model.generate import Sampling
+
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    panel = window.panels["generate"]
+    panel.mode.setCurrentText("sample")  # the sampling controls take two more lines of the dock
+    s, g = window.session, Generator.of(window.session)
+    s.set_text("the cat")
+    g.start(4, Sampling(temperature=1.0, seed=3))
+    qtbot.waitUntil(lambda: not g.running, timeout=10000)
+    s.set_position(3)  # a generated token: its alternatives, each a fork link
+    qtbot.waitUntil(lambda: "fork:" in panel.detail.text())
+    QApplication.processEvents()
+    scroll = window.docks["generate"].widget()
+    bottom = panel.detail.mapTo(scroll.widget(), panel.detail.rect().bottomLeft()).y()
+    # the whole of the alternatives is in the scrolled area, and what is below the view can be scrolled to
+    assert panel.detail.height() >= panel.detail.heightForWidth(panel.detail.width())
+    assert bottom <= scroll.widget().height()
+    assert bottom <= scroll.viewport().height() or scroll.verticalScrollBar().isVisible()
+    scroll.ensureWidgetVisible(panel.detail)
+    QApplication.processEvents()
+    assert panel.detail.visibleRegion().boundingRect().height() > 0
