@@ -37,6 +37,7 @@ from explorer.core.train_setup import (
     split_for_validation,
     typed_path,
 )
+from explorer.qt.plots.style import style_plots
 from explorer.qt import dialogs, theme
 from explorer.qt.scheduling.background import run_with_progress
 from explorer.core.save_folder import proposed_save_folder
@@ -95,7 +96,7 @@ class TrainDialog(QDialog):
         self.start_button.clicked.connect(self.start)
         self.cancel_button.clicked.connect(self.cancel)
         self.plot = pg.PlotWidget()
-        theme.style_plots(self.plot, [self.plot.getPlotItem()], self)
+        style_plots(self.plot, [self.plot.getPlotItem()], self)
         self.plot.setLabel("left", "loss (nats / token)")
         self.plot.setLabel("bottom", "step")
         plain_numbers(self.plot)

@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt, Signal
 
 from explorer.core.training_views import head_curves, step_ticks, step_x, top1_changes
 from explorer.core.views import token_label
+from explorer.qt.plots.style import style_plots
 from explorer.qt import theme
 from explorer.qt.plots.heatmap import settle_view
 from explorer.qt.plots.plot_items import plain_numbers, use_shrinking_title
@@ -34,7 +35,7 @@ def make_plot(layout: pg.GraphicsLayout, row: int, col: int, title: str, y_label
     plot.setMouseEnabled(False, False)
     plot.setMenuEnabled(False)
     plot.hideButtons()
-    plot.addLegend(offset=legend, labelTextSize="8pt", verSpacing=-6)  # its colours: theme.style_plots
+    plot.addLegend(offset=legend, labelTextSize="8pt", verSpacing=-6)  # its colours: plots.style.style_plots
     return plot
 
 
@@ -78,7 +79,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
                       for _ in self.plots]
         for plot, line in zip(self.plots, self.lines):
             plot.addItem(line, ignoreBounds=True)
-        theme.style_plots(self, self.plots)  # after the curves: titles, legends and curves read on the ground
+        style_plots(self, self.plots)  # after the curves: titles, legends and curves read on the ground
         self._max_step = -1
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
 

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from explorer.core.head_types import TYPE_NAMES, formation_paragraph
 from explorer.core.training_views import step_ticks, step_x
+from explorer.qt.plots.style import style_plots
 from explorer.qt import theme
 from explorer.qt.panels.training.curves import COLOURS, emit_clicked_x, make_plot, place_lines
 from model.explain.heads import HEAD_TYPES
@@ -57,7 +58,7 @@ class HeadTypeCurvesView(QWidget):
             plot.addItem(line, ignoreBounds=True)
             plot.addItem(formed, ignoreBounds=True)
             formed.setVisible(False)
-        theme.style_plots(self.view, every)  # after the curves: titles, legends and curves read on the ground
+        style_plots(self.view, every)  # after the curves: titles, legends and curves read on the ground
         self.lesson = QLabel()
         self.lesson.setWordWrap(True)
         self.lesson.setTextFormat(Qt.TextFormat.RichText)

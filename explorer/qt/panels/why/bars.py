@@ -14,7 +14,7 @@ from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QScrollBar, QWidget
 
-from explorer.qt import theme
+from explorer.qt.plots.style import style_plots
 from explorer.qt.plots.heatmap import settle_view, widen_axis
 from explorer.qt.plots.plot_items import LabelAxis, scroll_by_wheel
 
@@ -45,7 +45,7 @@ class SourceBars(pg.GraphicsLayoutWidget):
             plot.addItem(bars)
             self.plots.append(plot)
             self.bars.append(bars)
-        theme.style_plots(self, self.plots)
+        style_plots(self, self.plots)
         self.scroll = QScrollBar(Qt.Orientation.Vertical)
         self.scroll.setVisible(False)
         self.scroll.valueChanged.connect(self._on_scroll_changed)

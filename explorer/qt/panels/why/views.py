@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from explorer.core.architecture import score_formula, score_terms_title
 from explorer.core.views import axis_labels, symmetric_levels, token_label
-from explorer.qt import theme
+from explorer.qt.plots.style import style_plots
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
 from explorer.qt.plots.plot_items import LabelAxis, plain_numbers
 from explorer.qt.plots.ticks import LABEL_GAP_PX, thinned_ticks, widest
@@ -165,7 +165,7 @@ class WhatIfView(QWidget):
         # (pyqtgraph lays out every legend label in HTML: rebuilding them cost about 20 ms a draw).
         self.curves = [self.plot.plot(pen=pg.mkPen(c, width=2), name=f"row {k}")
                        for k, c in enumerate(CURVE_COLOURS[:4])]
-        theme.style_plots(self.graphics, [self.plot], self)  # after the curves: their colours read on the ground
+        style_plots(self.graphics, [self.plot], self)  # after the curves: their colours read on the ground
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.table)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabe
 
 from explorer.core.lessons.why_attention import TRANSFORMER, WINDOW, Blocks, ParameterCurve, PhraseShift
 from explorer.core.views import symmetric_levels, token_label
+from explorer.qt.plots.style import style_plots
 from explorer.qt import theme
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
 from explorer.qt.plots.plot_items import plain_numbers, use_shrinking_title
@@ -168,7 +169,7 @@ class ParameterPlot(pg.PlotWidget):
         legend = plot.addLegend(offset=(6, 2), labelTextSize="8pt", verSpacing=-6, brush=theme.plot_background(self),
                                 labelTextColor=theme.plot_text(self))
         legend.setColumnCount(2)  # two short rows above the curves (the y range leaves room at the top)
-        theme.style_plots(self, [plot])
+        style_plots(self, [plot])
         plot.getAxis("bottom").setTicks([[(math.log10(n), f"{n:,}") for n in WINDOW_TICKS], []])
         plot.getAxis("left").setTicks([[(float(e), COUNT_LABELS[e]) for e in sorted(COUNT_LABELS)], []])
         plot.setRange(xRange=(math.log10(WINDOW_TICKS[0]), math.log10(WINDOW_TICKS[-1])), yRange=Y_RANGE, padding=0.06)
