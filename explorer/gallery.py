@@ -21,6 +21,7 @@ from pathlib import Path
 MODELS = ["builtin:tinystories-1L1H", "builtin:tinystories-4L4H"]
 SIZES = ["1400x900", "1280x720", "960x540@2"]
 THEMES = ["light", "dark"]
+HARMLESS_QT_WARNINGS = ("This plugin does not support propagateSizeHints()",)  # the offscreen platform
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -93,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from PySide6.QtWidgets import QApplication
 
-    from explorer.app import _quiet_harmless_qt_warnings
+    from PySide6.QtCore import qInstallMessageHandler
+
     from explorer.qt.screens.findings import summary_lines
 
     torch.set_num_threads(1)
-    _quiet_harmless_qt_warnings()
+    qInstallMessageHandler(lambda _mode, _context, message: None if message in HARMLESS_QT_WARNINGS
+                           else print(message, file=sys.stderr))
     app = QApplication.instance() or QApplication(sys.argv[:1])  # noqa: F841 (kept alive)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
