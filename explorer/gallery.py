@@ -63,7 +63,8 @@ def walk_matrix(models, themes, sizes, out_dir: Path, *, images: bool = True, pa
 
 
 def write_index(results: list, out_dir: Path, seconds: float) -> Path:
-    """``out_dir/index.html``: one row per screen (model, theme, size, panel/tab, thumbnail, findings)."""
+    """``out_dir/index.html``: one row per screen (model, theme, size, panel/tab, thumbnail, findings);
+    beside it ``findings.txt``, a line per finding (``model/theme/size/panel/tab: [kind] widget: detail``)."""
     from explorer.qt.screens.findings import summary_lines
 
     rows = []
@@ -84,6 +85,8 @@ def write_index(results: list, out_dir: Path, seconds: float) -> Path:
             "<th>findings</th></tr>" + "\n".join(rows) + "</table>")
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")
+    lines = [f.line(r.screen) for r in results for f in r.findings]
+    (out_dir / "findings.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
 
 

@@ -20,7 +20,8 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 import conftest
 from explorer.core.contrast import contrast, luminance
-from explorer.qt.screens.checks import check_cut, check_legends, check_plot_contrast, check_text_contrast
+from explorer.qt.screens.checks import (check_cut, check_legends, check_plot_contrast, check_plot_titles,
+                                        check_text_contrast)
 from explorer.qt.screens.findings import KINDS, count_by_kind, summary_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,6 +124,15 @@ def test_a_cut_label_is_found_and_an_elided_one_with_its_tooltip_is_not(qtbot):
     assert [f.kind for f in found] == ["cut"] and "much too long" in found[0].widget
 
 
+def test_a_plot_title_wider_than_its_plot_is_found(qtbot):
+    plot = pg.PlotWidget(title="a plot title far too long for a plot of two hundred pixels")
+    plot.setFixedSize(200, 150)
+    root = _shown(qtbot, plot)
+    assert [f.kind for f in check_plot_titles(root)] == ["cut"]
+    plot.setTitle("short")
+    assert check_plot_titles(root) == []
+
+
 def test_faint_text_and_a_faint_line_are_found(qtbot):
     faint = QLabel("<span style='color:#bbbbbb'>pale grey on white</span>")
     plot = pg.PlotWidget(background="#ffffff")
@@ -166,3 +176,4 @@ def test_gallery_writes_pictures_and_an_index_that_links_them(qapp, tmp_path, ca
     linked = {part.split('"')[0] for part in index.split('href="')[1:]}
     assert linked == set(pictures)
     assert "1 models × 2 themes × 1 sizes" in capsys.readouterr().out
+    assert (tmp_path / "findings.txt").exists()

@@ -102,6 +102,19 @@ def check_tab_titles(root: QWidget) -> list[Finding]:
     return out
 
 
+def check_plot_titles(root: QWidget) -> list[Finding]:
+    """A plot's title wider than the plot (pyqtgraph draws it cut at both ends, without a tooltip)."""
+    out = []
+    for _view, plot in plots_in(root):
+        title = plot.titleLabel
+        if title is None or not title.isVisible() or not title.text:
+            continue
+        need, room = title.item.boundingRect().width(), min(title.width(), plot.width())
+        if need > room + 1:
+            out.append(Finding("cut", _plot_name(plot), f"title needs {need:.0f} px, the plot is {room:.0f} wide"))
+    return out
+
+
 def check_scroll(dock: QWidget) -> list[Finding]:
     """A horizontal scroll bar shown in the dock (the panel wider than its dock at the default layout)."""
     out = []
@@ -321,5 +334,5 @@ def check_plot_contrast(root: QWidget) -> list[Finding]:
 
 def check_dock(dock: QWidget) -> list[Finding]:
     """Every look of this module on one dock."""
-    return (check_cut(dock) + check_scroll(dock) + check_plot_heights(dock) + check_legends(dock)
+    return (check_cut(dock) + check_plot_titles(dock) + check_scroll(dock) + check_plot_heights(dock) + check_legends(dock)
             + check_text_contrast(dock) + check_plot_contrast(dock))
