@@ -125,12 +125,14 @@ def test_a_cut_label_is_found_and_an_elided_one_with_its_tooltip_is_not(qtbot):
 
 
 def test_a_plot_title_wider_than_its_plot_is_found(qtbot):
-    plot = pg.PlotWidget(title="a plot title far too long for a plot of two hundred pixels")
-    plot.setFixedSize(200, 150)
-    root = _shown(qtbot, plot)
-    assert [f.kind for f in check_plot_titles(root)] == ["cut"]
-    plot.setTitle("short")
-    assert check_plot_titles(root) == []
+    long = pg.PlotWidget(title="a plot title far too long for a plot of two hundred pixels")
+    short = pg.PlotWidget(title="short")
+    for plot in (long, short):
+        plot.setFixedSize(200, 150)
+    root = _shown(qtbot, long, short)
+    qtbot.wait(20)  # the plots' layouts
+    found = check_plot_titles(root)
+    assert [f.kind for f in found] == ["cut"] and "far too long" in found[0].widget
 
 
 def test_faint_text_and_a_faint_line_are_found(qtbot):

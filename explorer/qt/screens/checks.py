@@ -103,15 +103,18 @@ def check_tab_titles(root: QWidget) -> list[Finding]:
 
 
 def check_plot_titles(root: QWidget) -> list[Finding]:
-    """A plot's title wider than the plot (pyqtgraph draws it cut at both ends, without a tooltip)."""
+    """A plot's title wider than its plot, or reaching out of its view (pyqtgraph draws it cut, no tooltip)."""
     out = []
-    for _view, plot in plots_in(root):
+    for view, plot in plots_in(root):
         title = plot.titleLabel
         if title is None or not title.isVisible() or not title.text:
             continue
-        need, room = title.item.boundingRect().width(), min(title.width(), plot.width())
-        if need > room + 1:
-            out.append(Finding("cut", _plot_name(plot), f"title needs {need:.0f} px, the plot is {room:.0f} wide"))
+        text = title.item.sceneBoundingRect()
+        seen = view.mapToScene(view.viewport().rect()).boundingRect()
+        need, room = text.width(), min(plot.width(), seen.width())
+        if need > room + 1 or text.left() < seen.left() - 1 or text.right() > seen.right() + 1:
+            out.append(Finding("cut", _plot_name(plot), f"title needs {need:.0f} px, the plot is {plot.width():.0f} "
+                               f"wide and its view {seen.width():.0f} ({max(0.0, need - room):.0f} px cut)"))
     return out
 
 
