@@ -319,7 +319,8 @@ def check_plot_contrast(root: QWidget) -> list[Finding]:
         for what, ink in _text_items(plot):
             behind = ground
             if what.startswith("legend") and plot.legend.opts.get("brush") is not None:
-                behind = pg.mkBrush(plot.legend.opts["brush"]).color()
+                fill = pg.mkBrush(plot.legend.opts["brush"]).color()  # drawn over the plot's ground
+                behind = QColor.fromRgbF(*over(_rgb(fill), fill.alphaF(), _rgb(ground)))
             ratio = contrast(over(_rgb(ink), ink.alphaF(), _rgb(behind)), _rgb(behind))
             if ratio < TEXT_MIN:
                 out.append(Finding("contrast", f"{_plot_name(plot)} {what}",
