@@ -284,6 +284,8 @@ def _text_items(plot: pg.PlotItem) -> list[tuple[str, QColor]]:
             found.append((f"{side} axis label {axis.labelText!r}", ink[-1] if ink else axis.label.defaultTextColor()))
     if plot.legend is not None and plot.legend.isVisible():
         for _sample, label in plot.legend.items:
+            if not _plain(label.text).strip():
+                continue  # an entry without words (a swatch alone)
             found.append((f"legend {_plain(label.text)!r}", _label_colour(label)))
     return found
 

@@ -208,12 +208,14 @@ def walk_elsewhere(models: list[str], themes: list[str], size_name: str, out_dir
     _, scale = parse_size(size_name)
     out_dir.mkdir(parents=True, exist_ok=True)
     results_file = out_dir / f"results-{size_name.replace('@', '_at')}.json"
-    cmd = [sys.executable, "-m", "explorer.gallery", str(out_dir), "--results-only", str(results_file),
-           "--sizes", size_name, "--themes", *themes, "--models", *models] + (["--no-images"] if not images else [])
+    models = [str(Path(m).resolve()) if Path(m).exists() else m for m in models]  # the child runs elsewhere
+    cmd = [sys.executable, "-m", "explorer.gallery", str(out_dir.resolve()), "--results-only",
+           str(results_file.resolve()), "--sizes", size_name, "--themes", *themes, "--models", *models] + (["--no-images"] if not images else [])
     if panels:
         cmd += ["--panels", *panels]
     env = dict(os.environ, QT_SCALE_FACTOR=str(scale), QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    here = Path(__file__).resolve().parents[3]  # the folder that holds this explorer package
+    done = subprocess.run(cmd, env=env, cwd=here, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0 or not results_file.exists():
         raise RuntimeError(f"the walk at {size_name} failed ({done.returncode}): {done.stderr[-2000:]}")
     return [ScreenResult.from_json(d) for d in json.loads(results_file.read_text())]
