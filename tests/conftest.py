@@ -154,3 +154,16 @@ class PositionCounter:
     def take(self) -> int:
         n, self.n = self.n, 0
         return n
+
+
+#: Lines the screen check (tests/test_screens.py) leaves for the end of the run: the matrix walked,
+#: the findings per kind and the time it took.
+SCREEN_REPORT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Print what the screen check walked and found (nothing when it did not run)."""
+    if SCREEN_REPORT:
+        terminalreporter.section("screen check")
+        for line in SCREEN_REPORT:
+            terminalreporter.write_line(line)
