@@ -21,6 +21,7 @@ from explorer.qt.screens.findings import Finding
 HEATMAP_ROW_PX = 24  #: a heatmap needs this many pixels of height per row ...
 HEATMAP_CAP_PX = 150  #: ... up to this (a 32-row map needs 150 px, not 768)
 CURVE_MIN_PX = 60  #: a curve, bar or scatter plot needs this much height
+DENSE_ROWS = 64  #: a heatmap of more rows than this is a weight matrix (d_model rows): 1 px a row, up to the cap
 _COLOUR = re.compile(r"color\s*[:=]\s*['\"]?\s*(#[0-9a-fA-F]{3,8}|[a-zA-Z]+)")
 
 
@@ -148,7 +149,9 @@ def _data_items(plot: pg.PlotItem) -> list:
 
 def check_plot_heights(root: QWidget) -> list[Finding]:
     """Each plot with something drawn at least :data:`CURVE_MIN_PX` high; a heatmap
-    :data:`HEATMAP_ROW_PX` per row, capped at :data:`HEATMAP_CAP_PX`."""
+    :data:`HEATMAP_ROW_PX` per row (rows a reader reads one by one: tokens, heads), or 1 px per row for
+    one of more than :data:`DENSE_ROWS` rows (a weight matrix, read as a texture), capped at
+    :data:`HEATMAP_CAP_PX`."""
     out = []
     for _view, plot in plots_in(root):
         if isinstance(plot, pg.ColorBarItem):  # its height is the heatmap's, beside it
@@ -161,7 +164,7 @@ def check_plot_heights(root: QWidget) -> list[Finding]:
         height = plot.getViewBox().sceneBoundingRect().height()
         if images:
             rows = max(int(i.image.shape[0]) for i in images)
-            need = min(HEATMAP_ROW_PX * rows, HEATMAP_CAP_PX)
+            need = min(rows if rows > DENSE_ROWS else HEATMAP_ROW_PX * rows, HEATMAP_CAP_PX)
             what = f"heatmap of {rows} rows"
         else:
             need, what = CURVE_MIN_PX, "plot"
