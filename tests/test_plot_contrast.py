@@ -193,3 +193,27 @@ def test_curves_and_legend_entries_made_after_styling_read_once_restyled(qtbot, 
     plot.addItem(pg.BarGraphItem(x0=[0], y=[0.5], height=0.2, width=[0.5], brush="#ee8833", name="bars later"))
     restyle(view)
     assert _problems(view, [plot]) == []
+
+
+def test_the_why_panel_s_marked_bars_read_on_their_ground(qtbot, palette_name):
+    """Attention, direct and leave-one-out bars with a row marked as disagreeing (drawn orange)."""
+    from explorer.qt.panels.why.bars import SourceBars
+
+    bars = shown(qtbot, SourceBars(), 900, 300)
+    bars.show_sources(["0 the", "1 cat", "2 sat"], np.array([[0.2, 0.5, 0.3], [0.1, -0.4, 0.2], [0.3, 0.2, np.nan]]),
+                      marked=[1], query=2)
+    assert _problems(bars, bars.plots) == []
+
+
+def test_the_next_token_bars_read_with_the_why_panel_s_target_in_orange(qtbot, palette_name, tiny_checkpoint):
+    """The next-token bars once the trace arrived, the Why panel's target among them (drawn orange)."""
+    from explorer.qt.panels.next_token import NextTokenPanel
+    from explorer.qt.widgets.explain_target import ExplainTarget
+    from explorer_helpers import sync_session
+
+    session = sync_session(tiny_checkpoint, "the cat sat on the mat .")
+    panel = shown(qtbot, NextTokenPanel(session), 600, 500)
+    qtbot.waitUntil(lambda: panel.top is not None and len(panel.bars.opts["brushes"] or []) > 1)
+    ExplainTarget.of(session).set_target(int(panel.top.ids[1]))
+    qtbot.waitUntil(lambda: len({pg.mkBrush(b).color().name() for b in panel.bars.opts["brushes"]}) == 2)
+    assert _problems(panel.graphics, [panel.plot]) == []
