@@ -217,3 +217,18 @@ def test_the_next_token_bars_read_with_the_why_panel_s_target_in_orange(qtbot, p
     ExplainTarget.of(session).set_target(int(panel.top.ids[1]))
     qtbot.waitUntil(lambda: len({pg.mkBrush(b).color().name() for b in panel.bars.opts["brushes"]}) == 2)
     assert _problems(panel.graphics, [panel.plot]) == []
+
+
+def test_a_theme_switched_after_the_data_arrived_keeps_everything_readable(qtbot, qapp):
+    """Light to dark and back while the views show their data: curves, symbols and legend labels follow."""
+    before = QApplication.palette()
+    try:
+        views = _views(qtbot)
+        for palette in (theme.dark_palette(), before):
+            QApplication.setPalette(palette)
+            qtbot.waitUntil(lambda: all(view.backgroundBrush().color() == theme.plot_background(widget)
+                                        for widget, view, _plots in views.values()))
+            problems = {name: _problems(view, plots) for name, (_widget, view, plots) in views.items()}
+            assert {k: v for k, v in problems.items() if v} == {}
+    finally:
+        QApplication.setPalette(before)
