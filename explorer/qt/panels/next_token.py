@@ -196,7 +196,8 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self._window = (self.first, rows)
         ranks = np.arange(self.first, self.first + rows)
         probs = self.top.probs[ranks]
-        brushes = [TARGET_COLOUR if int(self.top.ids[r]) == self.target.target else BAR_COLOUR for r in ranks]
+        plain, target = (theme.curve_colour(c, self) for c in (BAR_COLOUR, TARGET_COLOUR))  # read on the ground
+        brushes = [target if int(self.top.ids[r]) == self.target.target else plain for r in ranks]
         self.bars.setOpts(x0=np.zeros(rows), y=ranks.astype(float), width=probs, height=BAR_HEIGHT, brushes=brushes)
         ticks = [(float(r), f"{r + 1}. {token_label(self.token_name(int(self.top.ids[r])), 14)}  {p:.3f}"
                   if scrolls else f"{token_label(self.token_name(int(self.top.ids[r])), 14)}  {p:.3f}")

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal
 
 from explorer.core.training_views import head_curves, step_ticks, step_x, top1_changes
 from explorer.core.views import token_label
-from explorer.qt.plots.style import style_plots
+from explorer.qt.plots.style import context_pen, mark_context, restyle, style_plots
 from explorer.qt import theme
 from explorer.qt.plots.heatmap import settle_view
 from explorer.qt.plots.plot_items import plain_numbers, use_shrinking_title
@@ -97,7 +97,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.top1_curve.setData(x, curves.top1_prob)
         self.prob.setTitle(target_note)
         self._mark_changes(curves, x, name)
-        self.show_head(curves, layer, head)
+        self.show_head(curves, layer, head)  # ends with restyle: what was drawn reads on the ground
         for plot in self.plots:  # ranges applied now, not in the first paint (which then paints again)
             settle_view(plot.getViewBox())
 
@@ -118,7 +118,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         n_layers, n_heads = curves.attn_entropy.shape[1:]
         others = [(li, h) for li in range(n_layers) for h in range(n_heads) if (li, h) != (layer, head)]
         while len(self.other_heads) < len(others):
-            self.other_heads.append(self.entropy.plot(pen=pg.mkPen(theme.context_colour(self), width=1)))
+            self.other_heads.append(mark_context(self.entropy.plot(pen=context_pen(self, width=1))))
         for item, (li, h) in zip(self.other_heads, others):
             item.setData(x, curves.attn_entropy[:, li, h])
             item.setVisible(True)
@@ -129,6 +129,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.entropy.setTitle(f"attention entropy, layer {layer} head {head}" + (" (grey: the other heads)" if others else ""))
         finite = curves.attn_entropy[np.isfinite(curves.attn_entropy)]
         self.entropy.setYRange(0, max(float(finite.max()) if finite.size else 0.0, math.log(2)) * 1.05, padding=0)
+        restyle(self)  # the other heads' curves made just now read on the ground as the rest
 
     def _mark_changes(self, curves: TrainingCurves, x: np.ndarray, name: Callable[[int], str]) -> None:
         """A marker on the top-1 curve where the top-1 changed, and the new top-1 token beside at most

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from explorer.core.head_types import TYPE_NAMES, formation_paragraph
 from explorer.core.training_views import step_ticks, step_x
-from explorer.qt.plots.style import style_plots
+from explorer.qt.plots.style import context_pen, mark_context, restyle, style_plots
 from explorer.qt import theme
 from explorer.qt.panels.training.curves import COLOURS, emit_clicked_x, make_plot, place_lines
 from model.explain.heads import HEAD_TYPES
@@ -52,7 +52,7 @@ class HeadTypeCurvesView(QWidget):
         self.second = self.loss.plot(pen=pg.mkPen(COLOURS["text"], width=2), symbol="o", symbolSize=4,
                                      name="second copy")
         self.lines = [pg.InfiniteLine(angle=90, movable=False, pen=theme.curve_pen("#444", self, width=1)) for _ in every]
-        self.formed = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(MARK, width=2, style=Qt.PenStyle.DashLine))
+        self.formed = [pg.InfiniteLine(angle=90, movable=False, pen=theme.curve_pen(MARK, self, width=2, style=Qt.PenStyle.DashLine))
                        for _ in every]
         for plot, line, formed in zip(every, self.lines, self.formed):
             plot.addItem(line, ignoreBounds=True)
@@ -89,6 +89,7 @@ class HeadTypeCurvesView(QWidget):
             if f is not None:
                 line.setValue(float(step_x(f.after_step)))
         self.lesson.setText(formation_paragraph(c))
+        restyle(self.view)  # curves made or renamed now read on the ground as those made before
 
     def _draw_type(self, kind: str, plot: pg.PlotItem, c: HeadTypeCurves, x: np.ndarray) -> None:
         scores = c.by_type[kind]  # (S, L, H)
@@ -96,7 +97,7 @@ class HeadTypeCurvesView(QWidget):
         heads = [(li, h) for li in range(scores.shape[1]) for h in range(scores.shape[2]) if (li, h) != best]
         items = self.others[kind]
         while len(items) < len(heads):
-            items.append(plot.plot(pen=pg.mkPen(theme.context_colour(self), width=1)))
+            items.append(mark_context(plot.plot(pen=context_pen(self, width=1))))
         for item, (li, h) in zip(items, heads):
             item.setData(x, scores[:, li, h])
             item.setVisible(True)

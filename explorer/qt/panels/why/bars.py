@@ -14,6 +14,7 @@ from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QScrollBar, QWidget
 
+from explorer.qt import theme
 from explorer.qt.plots.style import style_plots
 from explorer.qt.plots.heatmap import settle_view, widen_axis
 from explorer.qt.plots.plot_items import LabelAxis, scroll_by_wheel
@@ -67,7 +68,8 @@ class SourceBars(pg.GraphicsLayoutWidget):
         self.rows = [("◆ " if r in marked else "") + label + (" (query)" if r == query else "")
                      for r, label in enumerate(labels[:n])]
         ys = np.arange(n, dtype=float)
-        brushes = np.array([pg.mkBrush(MARKED if r in marked else PLAIN) for r in range(n)], dtype=object)
+        plain, marked_brush = (pg.mkBrush(theme.curve_colour(c, self)) for c in (PLAIN, MARKED))  # read on the ground
+        brushes = np.array([marked_brush if r in marked else plain for r in range(n)], dtype=object)
         for k, (plot, bars) in enumerate(zip(self.plots, self.bars)):
             drawn = np.isfinite(values[k])
             v = values[k][drawn]

@@ -45,6 +45,7 @@ from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.scheduling.scheduler import NOTICEABLE_MS
 from explorer.qt.panels.lessons.positional.shift import ShiftView
 from explorer.qt.plots.plot_items import LabelAxis
+from explorer.qt.plots.style import style_plots
 from explorer.qt.session import Session
 from explorer.qt.widgets.not_applicable import NotApplicable
 from model.formats.refs import BuiltinRef
@@ -134,7 +135,6 @@ class PositionalPanel(RefreshWhenShown, QWidget):
                 self.maps[pe, reordered] = hm
                 self.grid.addWidget(hm, row, col + 1)
             view = pg.GraphicsLayoutWidget()
-            view.setBackground(theme.plot_background(self))
             view.setMinimumSize(120, 120)
             plot = view.addPlot(title="next token", axisItems={"left": LabelAxis("left")})
             view.setToolTip(f"next-token probabilities at the last position, PE {'on' if pe else 'off'}")
@@ -148,6 +148,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
                                        name="reordered" if reordered else "original")
                 plot.addItem(bars)
                 self.bars[pe, reordered] = bars
+            style_plots(view, [plot], self)  # ground, text, bars and legend read in either theme
             self.bar_plots[pe] = plot
             self.grid.addWidget(view, row, 3)
         for c in (1, 2, 3):
