@@ -166,9 +166,12 @@ class ParameterPlot(pg.PlotWidget):
         plot.setMenuEnabled(False)
         plot.hideButtons()
         plot.showGrid(x=True, y=True, alpha=0.2)
-        legend = plot.addLegend(offset=(6, 2), labelTextSize="8pt", verSpacing=-6, brush=theme.plot_background(self),
-                                labelTextColor=theme.plot_text(self))
-        legend.setColumnCount(2)  # two short rows above the curves (the y range leaves room at the top)
+        # The legend in a row of the plot's own layout under its bottom axis, not on the curves: in a
+        # short dock (1,280 x 720) a legend inside covered half of every line.
+        legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, colCount=2, brush=theme.plot_background(self),
+                               labelTextColor=theme.plot_text(self))
+        plot.layout.addItem(legend, 4, 1)
+        plot.legend = legend  # plot(name=...) adds its entry here
         style_plots(self, [plot])
         plot.getAxis("bottom").setTicks([[(math.log10(n), f"{n:,}") for n in WINDOW_TICKS], []])
         plot.getAxis("left").setTicks([[(float(e), COUNT_LABELS[e]) for e in sorted(COUNT_LABELS)], []])
