@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from model.tokens.names import unnamed
+
 
 def _codes(n: int) -> np.ndarray:
     return np.random.default_rng(12345).integers(0, 2**63, size=n, dtype=np.uint64)
@@ -233,7 +235,7 @@ def repeats_note(token_ids, tokens=None, limit: int = 3) -> str:
         return ""
 
     def name(token_id: int, pos: list[int]) -> str:
-        shown = repr(tokens[pos[0]].strip() or tokens[pos[0]]) if tokens is not None and pos[0] < len(tokens) else f"#{token_id}"
+        shown = repr(tokens[pos[0]].strip() or tokens[pos[0]]) if tokens is not None and pos[0] < len(tokens) else unnamed(token_id)
         at = ", ".join(map(str, pos[:-1])) + f" and {pos[-1]}"
         return f"{shown} at {at}"
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from explorer.core.model_map.layout import Box
 from explorer.core.views import symmetric_levels, token_label
+from model.tokens.names import unnamed
 from model.tracing.schema import HEADS, MASK, ROWS, SQUARE, array_shape
 
 MAX_TOKENS = 32  # tokens drawn side by side; beyond, the window ending at the selected position
@@ -110,7 +111,7 @@ def _top_k(a, start: int, stop: int, position: int | None, attr: str, names) -> 
     top = np.argpartition(-vec, k - 1)[:k] if k < vec.shape[0] else np.arange(k)
     top = top[np.argsort(-vec[top], kind="stable")]
     data = np.asarray(a[start:stop][:, top], dtype=np.float32).T  # (k, w)
-    labels = tuple(names([int(i) for i in top])) if names is not None else tuple(f"#{i}" for i in top)
+    labels = tuple(names([int(i) for i in top])) if names is not None else tuple(unnamed(i) for i in top)
     if attr == "probs":
         return BoxImage(data, (0.0, 1.0), UNIT, f"top {k} of vocab_size", None, labels)
     return BoxImage(data, symmetric_levels(data), SIGNED, f"top {k} of vocab_size", None, labels)
