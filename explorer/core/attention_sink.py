@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.core.architecture import score_formula
+from explorer.core.score_text import score_formula
 from model import Trace
 
 SINK_FACTOR = 2.0  # a mean weight on the first token this many times an even spread's is called a sink

@@ -15,13 +15,12 @@ The default model is GPT-2 / nanoGPT's layout (pre-LayerNorm). For token ids t_0
 Scaled dot-product attention is Vaswani et al. 2017, eq. 1. Attention is computed explicitly,
 so the attention weights a trace records are the ones that made the prediction.
 
-Other families change single components (see :class:`model.core.config.GPTConfig`): RoPE instead of
-the table (q_i and k_j rotated by their positions before the dot product; all of each head or its
-first dimensions; a base per layer, none in NoPE layers), RMSNorm instead of LayerNorm (with a gain of
-1 + w in Gemma), a SwiGLU or gated-GELU MLP, fewer key/value heads than query heads, QK-norm of q
-and k before RoPE, another factor than 1/sqrt(d_head) (1 in GPT-Neo, Gemma's), soft-capped scores
-and logits (c tanh(s/c)), local attention windows, scaled embeddings, norms after the branches too
-(Gemma) or only (OLMo-2), and attention and MLP side by side (GPT-NeoX, Phi).
+Other families change single components (see :class:`model.core.config.GPTConfig`): RoPE instead of the table (q_i
+and k_j rotated by their positions before the dot product; all of each head or its first dimensions; a base per
+layer, none in NoPE layers), RMSNorm instead of LayerNorm (with a gain of 1 + w in Gemma), a SwiGLU or gated-GELU
+MLP, fewer key/value heads than query heads, QK-norm of q and k before RoPE, another factor than 1/sqrt(d_head) (1
+in GPT-Neo, Gemma's), soft-capped scores and logits (c tanh(s/c)), local attention windows, scaled embeddings,
+norms after the branches too (Gemma) or only (OLMo-2), and attention and MLP side by side (GPT-NeoX, Phi).
 """
 
 from __future__ import annotations
@@ -191,10 +190,8 @@ class Block(nn.Module):
         self.mlp = MLP(config, device)
         self.ln_mlp_out = make_norm(config, device) if post else None
 
-    def forward(
-        self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None,
-        cache=None, offset: int = 0,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, causal: bool, rotate: bool, record: dict | None, intervene=None, rows=None,
+                cache=None, offset: int = 0) -> torch.Tensor:
         """(B, T, d_model) -> (B, T, d_model); fills ``record`` when it is a dict.
 
         ``rows`` (a list of positions): only those rows are wanted after this block, so the MLP

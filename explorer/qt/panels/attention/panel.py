@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (
     QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QMenu, QSpinBox, QTabWidget, QVBoxLayout, QWidget,
 )
 
-from explorer.core.architecture import score_title
+from explorer.core.score_text import score_title
 from explorer.core.attention_sink import sink_facts, sink_line, sink_paragraph
 from explorer.core.head_maps import HeadScores, Mosaic, MosaicRequest, mosaic_image, mosaic_job
 from explorer.core.views import axis_labels, head_names, token_label

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer.core.architecture import score_formula, score_terms_title
+from explorer.core.score_text import score_formula, score_terms_title
 from explorer.core.views import axis_labels, symmetric_levels, token_label
 from explorer.qt.plots.style import style_plots
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
