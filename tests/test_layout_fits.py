@@ -90,6 +90,31 @@ def test_a_plot_title_that_does_not_fit_is_elided_with_its_text_in_the_tooltip(q
     assert title.toolTip() == ""
 
 
+@pytest.mark.parametrize("title", ["a_ij v_j (weighted values)", "k_j (keys, after RoPE's rotation R(j))"])
+def test_an_elided_plot_title_stays_inside_its_plot_at_every_width(qtbot, palette_name, title):
+    """The screen check's measure: the title's drawn item (its text and the document's margins)
+    within the plot and its view, at widths around where the title starts to need eliding."""
+    from explorer.qt.plots.heatmap import Heatmap
+    from explorer.qt.screens.checks import check_plot_titles
+
+    hm = Heatmap(title)
+    qtbot.addWidget(hm)
+    hm.show()
+    qtbot.waitExposed(hm)
+    label = hm.plot.titleLabel
+    cut = []
+    for width in range(150, 240, 4):  # the formula's strips were 144 and 155 px wide at 1,400 x 900
+        hm.resize(width, 220)
+        qtbot.waitUntil(lambda width=width: hm.graphics.width() == width and label.rect().width() > 0
+                        and hm.plot.geometry().right() < width)
+        hm.plot.layout.activate()
+        item, plot = label.item.sceneBoundingRect(), hm.plot.sceneBoundingRect()
+        if item.left() < plot.left() - 1 or item.right() > plot.right() + 1 or check_plot_titles(hm):
+            cut.append((width, round(item.width()), round(plot.width())))
+    assert cut == []  # was 158 px of title in a 155 px plot: elided for its text, not for its margins
+    assert label.text == title
+
+
 def _dock_scrolls(window):
     """(dock name, its scroll area) of every dock whose panel sits in a scroll area (panel_scroll)."""
     from PySide6.QtWidgets import QScrollArea
