@@ -5,6 +5,7 @@ their whole text in a tooltip. Measured on the real widgets, in the light and th
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from conftest import make_tiny_checkpoint
@@ -174,3 +175,63 @@ def test_the_generate_panel_s_alternatives_are_reachable_in_sampled_mode(qtbot, 
     scroll.ensureWidgetVisible(panel.detail)
     QApplication.processEvents()
     assert panel.detail.visibleRegion().boundingRect().height() > 0
+
+
+def _positional_window(qtbot, tmp_path, tiny_tokenizer, size):
+    """The window at ``size`` with the positional lesson in front, on 32 tokens, its comparison drawn."""
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    window.resize(*size)
+    window.session.set_text(LONG_TEXT)
+    window.docks["positional"].raise_()
+    panel = window.panels["positional"]
+    qtbot.waitUntil(lambda: panel.isVisible() and panel.comparison is not None and panel.table.rowCount() == 32)
+    scroll = window.docks["positional"].widget()
+    qtbot.waitUntil(lambda: all(hm.plot.getViewBox().height() > 1 for hm in panel.maps.values()))
+    qtbot.waitUntil(lambda: not panel.layout().geometry().isEmpty() and panel.sentence.height() > 20)  # laid out
+    return window, panel, scroll
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1280, 720)])
+def test_the_positional_maps_have_room_for_their_rows_and_the_dock_scrolls_down_only(qtbot, tmp_path, tiny_tokenizer,
+                                                                                   dialogs, size):
+    from explorer.qt.plots.heatmap import readable_px
+
+    window, panel, scroll = _positional_window(qtbot, tmp_path, tiny_tokenizer, size)
+    need = readable_px(32)
+    qtbot.waitUntil(lambda: all(hm.plot.getViewBox().height() >= need - 0.5 for hm in panel.maps.values()))
+    for hm in panel.maps.values():  # was 73 px for 21 rows at 1,400 x 900 (a splitter squeezed them)
+        assert hm.plot.getViewBox().height() >= need - 0.5
+    assert scroll.horizontalScrollBar().maximum() == 0
+    for label in (panel.sentence, panel.shift_view.label, panel.tv_label):  # every line of the sentences
+        assert label.height() >= label.heightForWidth(label.width()), label.text()[:40]
+    t = panel.table  # below the sentences, reached by scrolling down, with rows of its own in view
+    assert t.mapTo(scroll.widget(), t.rect().bottomLeft()).y() <= scroll.widget().height()
+    assert t.viewport().height() >= 2 * t.verticalHeader().defaultSectionSize()
+
+
+def test_the_order_chips_wrap_instead_of_scrolling_sideways(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    from explorer.qt.panels.lessons.positional.order_chips import MAX_LINES
+
+    window, panel, _ = _positional_window(qtbot, tmp_path, tiny_tokenizer, (1400, 900))
+    chips = panel.chips
+    assert chips.count() == 32
+    qtbot.waitUntil(lambda: chips.visualItemRect(chips.item(31)).isValid())  # laid out
+    assert not chips.horizontalScrollBar().isVisible()  # was one line, 7 px to scroll in a 999 px view
+    rects = [chips.visualItemRect(chips.item(r)) for r in range(chips.count())]
+    assert max(r.right() for r in rects) < chips.viewport().width()
+    lines = len({r.top() for r in rects})
+    assert 1 < lines <= MAX_LINES  # wrapped, every chip in view: the list is as high as its lines
+    assert all(r.bottom() < chips.viewport().height() for r in rects)
+    window.resize(1000, 900)  # narrower: more lines, still none sideways
+    qtbot.waitUntil(lambda: len({chips.visualItemRect(chips.item(r)).top() for r in range(32)}) > lines)
+    assert not chips.horizontalScrollBar().isVisible()
+
+
+def test_the_positional_lesson_does_not_scroll_sideways_in_a_narrow_dock(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    window, panel, scroll = _positional_window(qtbot, tmp_path, tiny_tokenizer, (1400, 900))
+    dock = window.docks["positional"]
+    window.resizeDocks([dock], [660], Qt.Orientation.Horizontal)  # the dock of a 960 x 540 window
+    qtbot.waitUntil(lambda: scroll.viewport().width() < 700)
+    QApplication.processEvents()
+    assert scroll.widget().minimumSizeHint().width() <= scroll.viewport().width()  # was 130 px wider
+    assert scroll.horizontalScrollBar().maximum() == 0
