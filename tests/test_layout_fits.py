@@ -235,3 +235,21 @@ def test_the_positional_lesson_does_not_scroll_sideways_in_a_narrow_dock(qtbot, 
     QApplication.processEvents()
     assert scroll.widget().minimumSizeHint().width() <= scroll.viewport().width()  # was 130 px wider
     assert scroll.horizontalScrollBar().maximum() == 0
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1280, 720)])
+def test_the_training_panel_s_no_snapshots_sentence_wraps_in_its_dock(qtbot, tmp_path, tiny_tokenizer, dialogs, size):
+    from explorer.qt.screens.checks import check_cut
+
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    window.resize(*size)
+    window.docks["training"].raise_()
+    panel = window.panels["training"]
+    label = panel.folder_label
+    qtbot.waitUntil(lambda: label.isVisible() and "No training snapshots found" in label.text())
+    qtbot.waitUntil(lambda: label.width() > 40)
+    QApplication.processEvents()
+    assert label.fontMetrics().horizontalAdvance(label.text()) > label.width()  # too long for one line here
+    assert [f for f in check_cut(window.docks["training"]) if f.widget.startswith("QLabel")] == []  # was cut
+    assert label.height() >= label.heightForWidth(label.width())  # every line of it shows
+    assert window.docks["training"].widget().horizontalScrollBar().maximum() == 0
