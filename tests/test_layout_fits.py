@@ -253,3 +253,25 @@ def test_the_training_panel_s_no_snapshots_sentence_wraps_in_its_dock(qtbot, tmp
     assert [f for f in check_cut(window.docks["training"]) if f.widget.startswith("QLabel")] == []  # was cut
     assert label.height() >= label.heightForWidth(label.width())  # every line of it shows
     assert window.docks["training"].widget().horizontalScrollBar().maximum() == 0
+
+
+def test_the_logit_lens_table_never_scrolls_sideways(qtbot):
+    from explorer.qt.panels.why.views import LensTable
+
+    stage = [(i, f"token{i}", 0.5 / (i + 1)) for i in range(5)]
+    stages = [("embed", 1.234, stage, 0.1)] + [(f"{kind} {n}", 0.5, stage, 0.2) for n in range(4)
+                                               for kind in ("attn", "mlp")]  # a 4-layer model's 9 stages
+    table = LensTable()
+    qtbot.addWidget(table)
+    table.resize(830, 300)  # the Why dock's width at 1,280 x 720
+    table.show()
+    qtbot.waitExposed(table)
+    table.show_stages(stages, target=2)
+    qtbot.waitUntil(lambda: table.horizontalHeader().length() > 0)
+    assert table.horizontalHeader().length() <= table.viewport().width()  # was 93 px wider: it scrolled
+    assert table.horizontalScrollBar().maximum() == 0
+    table.show_stages(stages[:3], target=2)  # few stages: each column as wide as its contents
+    qtbot.waitUntil(lambda: table.columnCount() == 3)
+    for c in range(3):
+        assert table.columnWidth(c) >= table.sizeHintForColumn(c)
+    assert table.horizontalHeader().length() < table.viewport().width()
