@@ -275,3 +275,16 @@ def test_the_logit_lens_table_never_scrolls_sideways(qtbot):
     for c in range(3):
         assert table.columnWidth(c) >= table.sizeHintForColumn(c)
     assert table.horizontalHeader().length() < table.viewport().width()
+
+
+@pytest.mark.slow
+def test_the_variants_and_score_terms_maps_have_room_for_their_rows(qapp, tmp_path):
+    """At 960 x 540 and a device pixel ratio of 2 (a child process, as the screen check walks it) the
+    variants' scores and weights and the Why panel's score terms were 23-60 px high for 20-odd rows."""
+    from explorer.qt.screens.walk import walk_elsewhere
+
+    results = walk_elsewhere(["builtin:tinystories-4L4H"], ["light"], "960x540@2", tmp_path, images=False,
+                             panels=["variants", "why"])
+    assert {r.screen.panel for r in results} >= {"variants", "why"}
+    assert {r.screen.tab for r in results if r.screen.panel == "why"} >= {"Score terms"}
+    assert [f.line(r.screen) for r in results for f in r.findings if f.kind in ("height", "scroll")] == []

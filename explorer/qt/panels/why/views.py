@@ -232,7 +232,8 @@ class ScoreTermsView(QWidget):
                      for name, title in [("scores", "scores"), *TERM_TITLES.items()]}
         grid = QGridLayout()
         for k, hm in enumerate(self.maps.values()):
-            hm.setMinimumSize(150, 150)
+            hm.setMinimumWidth(150)
+            hm.keep_readable()  # room for its rows whatever its chrome: the dock scrolls instead
             grid.addWidget(hm, k // 3, k % 3)
         self.holder = QWidget()
         self.holder.setLayout(grid)
