@@ -288,3 +288,14 @@ def test_the_variants_and_score_terms_maps_have_room_for_their_rows(qapp, tmp_pa
     assert {r.screen.panel for r in results} >= {"variants", "why"}
     assert {r.screen.tab for r in results if r.screen.panel == "why"} >= {"Score terms"}
     assert [f.line(r.screen) for r in results for f in r.findings if f.kind in ("height", "scroll")] == []
+
+
+@pytest.mark.slow
+def test_the_next_token_bars_have_room_at_960_by_540(qapp, tmp_path):
+    """At 960 x 540 and a device pixel ratio of 2 the next-token bars' view was 22 px high."""
+    from explorer.qt.screens.walk import walk_elsewhere
+
+    results = walk_elsewhere(["builtin:tinystories-1L1H"], ["light"], "960x540@2", tmp_path, images=False,
+                             panels=["next-token"])
+    assert {r.screen.panel for r in results} >= {"next-token"}
+    assert [f.line(r.screen) for r in results for f in r.findings if f.kind in ("height", "scroll")] == []
