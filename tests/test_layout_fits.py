@@ -5,6 +5,7 @@ their whole text in a tooltip. Measured on the real widgets, in the light and th
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from conftest import make_tiny_checkpoint
@@ -90,6 +91,31 @@ def test_a_plot_title_that_does_not_fit_is_elided_with_its_text_in_the_tooltip(q
     assert title.toolTip() == ""
 
 
+@pytest.mark.parametrize("title", ["a_ij v_j (weighted values)", "k_j (keys, after RoPE's rotation R(j))"])
+def test_an_elided_plot_title_stays_inside_its_plot_at_every_width(qtbot, palette_name, title):
+    """The screen check's measure: the title's drawn item (its text and the document's margins)
+    within the plot and its view, at widths around where the title starts to need eliding."""
+    from explorer.qt.plots.heatmap import Heatmap
+    from explorer.qt.screens.checks import check_plot_titles
+
+    hm = Heatmap(title)
+    qtbot.addWidget(hm)
+    hm.show()
+    qtbot.waitExposed(hm)
+    label = hm.plot.titleLabel
+    cut = []
+    for width in range(150, 240, 4):  # the formula's strips were 144 and 155 px wide at 1,400 x 900
+        hm.resize(width, 220)
+        qtbot.waitUntil(lambda width=width: hm.graphics.width() == width and label.rect().width() > 0
+                        and hm.plot.geometry().right() < width)
+        hm.plot.layout.activate()
+        item, plot = label.item.sceneBoundingRect(), hm.plot.sceneBoundingRect()
+        if item.left() < plot.left() - 1 or item.right() > plot.right() + 1 or check_plot_titles(hm):
+            cut.append((width, round(item.width()), round(plot.width())))
+    assert cut == []  # was 158 px of title in a 155 px plot: elided for its text, not for its margins
+    assert label.text == title
+
+
 def _dock_scrolls(window):
     """(dock name, its scroll area) of every dock whose panel sits in a scroll area (panel_scroll)."""
     from PySide6.QtWidgets import QScrollArea
@@ -149,3 +175,127 @@ def test_the_generate_panel_s_alternatives_are_reachable_in_sampled_mode(qtbot, 
     scroll.ensureWidgetVisible(panel.detail)
     QApplication.processEvents()
     assert panel.detail.visibleRegion().boundingRect().height() > 0
+
+
+def _positional_window(qtbot, tmp_path, tiny_tokenizer, size):
+    """The window at ``size`` with the positional lesson in front, on 32 tokens, its comparison drawn."""
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    window.resize(*size)
+    window.session.set_text(LONG_TEXT)
+    window.docks["positional"].raise_()
+    panel = window.panels["positional"]
+    qtbot.waitUntil(lambda: panel.isVisible() and panel.comparison is not None and panel.table.rowCount() == 32)
+    scroll = window.docks["positional"].widget()
+    qtbot.waitUntil(lambda: all(hm.plot.getViewBox().height() > 1 for hm in panel.maps.values()))
+    qtbot.waitUntil(lambda: not panel.layout().geometry().isEmpty() and panel.sentence.height() > 20)  # laid out
+    return window, panel, scroll
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1280, 720)])
+def test_the_positional_maps_have_room_for_their_rows_and_the_dock_scrolls_down_only(qtbot, tmp_path, tiny_tokenizer,
+                                                                                   dialogs, size):
+    from explorer.qt.plots.heatmap import readable_px
+
+    window, panel, scroll = _positional_window(qtbot, tmp_path, tiny_tokenizer, size)
+    need = readable_px(32)
+    qtbot.waitUntil(lambda: all(hm.plot.getViewBox().height() >= need - 0.5 for hm in panel.maps.values()))
+    for hm in panel.maps.values():  # was 73 px for 21 rows at 1,400 x 900 (a splitter squeezed them)
+        assert hm.plot.getViewBox().height() >= need - 0.5
+    assert scroll.horizontalScrollBar().maximum() == 0
+    for label in (panel.sentence, panel.shift_view.label, panel.tv_label):  # every line of the sentences
+        assert label.height() >= label.heightForWidth(label.width()), label.text()[:40]
+    t = panel.table  # below the sentences, reached by scrolling down, with rows of its own in view
+    assert t.mapTo(scroll.widget(), t.rect().bottomLeft()).y() <= scroll.widget().height()
+    assert t.viewport().height() >= 2 * t.verticalHeader().defaultSectionSize()
+
+
+def test_the_order_chips_wrap_instead_of_scrolling_sideways(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    from explorer.qt.panels.lessons.positional.order_chips import MAX_LINES
+
+    window, panel, _ = _positional_window(qtbot, tmp_path, tiny_tokenizer, (1400, 900))
+    chips = panel.chips
+    assert chips.count() == 32
+    qtbot.waitUntil(lambda: chips.visualItemRect(chips.item(31)).isValid())  # laid out
+    assert not chips.horizontalScrollBar().isVisible()  # was one line, 7 px to scroll in a 999 px view
+    rects = [chips.visualItemRect(chips.item(r)) for r in range(chips.count())]
+    assert max(r.right() for r in rects) < chips.viewport().width()
+    lines = len({r.top() for r in rects})
+    assert 1 < lines <= MAX_LINES  # wrapped, every chip in view: the list is as high as its lines
+    assert all(r.bottom() < chips.viewport().height() for r in rects)
+    window.resize(1000, 900)  # narrower: more lines, still none sideways
+    qtbot.waitUntil(lambda: len({chips.visualItemRect(chips.item(r)).top() for r in range(32)}) > lines)
+    assert not chips.horizontalScrollBar().isVisible()
+
+
+def test_the_positional_lesson_does_not_scroll_sideways_in_a_narrow_dock(qtbot, tmp_path, tiny_tokenizer, dialogs):
+    window, panel, scroll = _positional_window(qtbot, tmp_path, tiny_tokenizer, (1400, 900))
+    dock = window.docks["positional"]
+    window.resizeDocks([dock], [660], Qt.Orientation.Horizontal)  # the dock of a 960 x 540 window
+    qtbot.waitUntil(lambda: scroll.viewport().width() < 700)
+    QApplication.processEvents()
+    assert scroll.widget().minimumSizeHint().width() <= scroll.viewport().width()  # was 130 px wider
+    assert scroll.horizontalScrollBar().maximum() == 0
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1280, 720)])
+def test_the_training_panel_s_no_snapshots_sentence_wraps_in_its_dock(qtbot, tmp_path, tiny_tokenizer, dialogs, size):
+    from explorer.qt.screens.checks import check_cut
+
+    window = make_window(qtbot, tmp_path, make_tiny_checkpoint(tiny_tokenizer, context_length=32))
+    window.resize(*size)
+    window.docks["training"].raise_()
+    panel = window.panels["training"]
+    label = panel.folder_label
+    qtbot.waitUntil(lambda: label.isVisible() and "No training snapshots found" in label.text())
+    qtbot.waitUntil(lambda: label.width() > 40)
+    QApplication.processEvents()
+    assert label.fontMetrics().horizontalAdvance(label.text()) > label.width()  # too long for one line here
+    assert [f for f in check_cut(window.docks["training"]) if f.widget.startswith("QLabel")] == []  # was cut
+    assert label.height() >= label.heightForWidth(label.width())  # every line of it shows
+    assert window.docks["training"].widget().horizontalScrollBar().maximum() == 0
+
+
+def test_the_logit_lens_table_never_scrolls_sideways(qtbot):
+    from explorer.qt.panels.why.views import LensTable
+
+    stage = [(i, f"token{i}", 0.5 / (i + 1)) for i in range(5)]
+    stages = [("embed", 1.234, stage, 0.1)] + [(f"{kind} {n}", 0.5, stage, 0.2) for n in range(4)
+                                               for kind in ("attn", "mlp")]  # a 4-layer model's 9 stages
+    table = LensTable()
+    qtbot.addWidget(table)
+    table.resize(830, 300)  # the Why dock's width at 1,280 x 720
+    table.show()
+    qtbot.waitExposed(table)
+    table.show_stages(stages, target=2)
+    qtbot.waitUntil(lambda: table.horizontalHeader().length() > 0)
+    assert table.horizontalHeader().length() <= table.viewport().width()  # was 93 px wider: it scrolled
+    assert table.horizontalScrollBar().maximum() == 0
+    table.show_stages(stages[:3], target=2)  # few stages: each column as wide as its contents
+    qtbot.waitUntil(lambda: table.columnCount() == 3)
+    for c in range(3):
+        assert table.columnWidth(c) >= table.sizeHintForColumn(c)
+    assert table.horizontalHeader().length() < table.viewport().width()
+
+
+@pytest.mark.slow
+def test_the_variants_and_score_terms_maps_have_room_for_their_rows(qapp, tmp_path):
+    """At 960 x 540 and a device pixel ratio of 2 (a child process, as the screen check walks it) the
+    variants' scores and weights and the Why panel's score terms were 23-60 px high for 20-odd rows."""
+    from explorer.qt.screens.walk import walk_elsewhere
+
+    results = walk_elsewhere(["builtin:tinystories-4L4H"], ["light"], "960x540@2", tmp_path, images=False,
+                             panels=["variants", "why"])
+    assert {r.screen.panel for r in results} >= {"variants", "why"}
+    assert {r.screen.tab for r in results if r.screen.panel == "why"} >= {"Score terms"}
+    assert [f.line(r.screen) for r in results for f in r.findings if f.kind in ("height", "scroll")] == []
+
+
+@pytest.mark.slow
+def test_the_next_token_bars_have_room_at_960_by_540(qapp, tmp_path):
+    """At 960 x 540 and a device pixel ratio of 2 the next-token bars' view was 22 px high."""
+    from explorer.qt.screens.walk import walk_elsewhere
+
+    results = walk_elsewhere(["builtin:tinystories-1L1H"], ["light"], "960x540@2", tmp_path, images=False,
+                             panels=["next-token"])
+    assert {r.screen.panel for r in results} >= {"next-token"}
+    assert [f.line(r.screen) for r in results for f in r.findings if f.kind in ("height", "scroll")] == []

@@ -60,7 +60,8 @@ def test_the_panel_shows_the_numbers_of_explain(qtbot, session):
                                                             ex.leave_one_out]), equal_nan=True)
     assert panel.lens.columnCount() == 5  # embeddings, then attention and MLP of 2 layers
     for c, stage in enumerate(ex.logit_lens):
-        assert f"KL {stage.kl_to_final:.3f} nats" in panel.lens.horizontalHeaderItem(c).text()
+        assert f"KL {stage.kl_to_final:.3f}" in panel.lens.horizontalHeaderItem(c).text()
+        assert f"{stage.kl_to_final:.3f} nats" in panel.lens.horizontalHeaderItem(c).toolTip()
         assert panel.lens.item(5, c).text() == f"p = {stage.target_prob:.3f}"
     top = session.tokenizer.display(ex.logit_lens[-1].top_k[0][0])
     assert panel.lens.item(0, 4).text().startswith(top)

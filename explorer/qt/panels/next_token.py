@@ -38,6 +38,8 @@ from model.tokens.names import token_name
 
 BAR_HEIGHT = 0.8
 BAR_COLOUR, TARGET_COLOUR = "#4477aa", "#ee7733"  # the Why panel's chosen target in orange
+MIN_VIEW_PX = 60  # the bars' view at least this high ...
+CHROME_PX = 60  # ... above the bottom axis, its numbers and the layout's margins
 ROW_GAP_PX = 4  # a bar's row is a text line plus this: below that, the list scrolls
 
 
@@ -120,6 +122,9 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         bars.addWidget(self.graphics, 1)
         bars.addWidget(self.scroll)
         layout.addLayout(bars, 1)
+        # The bars' view at least 60 px high above its axis and margins: the dock scrolls instead (the
+        # view was 22 px at 960 x 540).
+        self.graphics.setMinimumHeight(MIN_VIEW_PX + CHROME_PX)
         layout.addWidget(self.click_note)
 
     def _on_session_model_changed(self) -> None:

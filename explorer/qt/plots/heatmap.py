@@ -33,11 +33,19 @@ BAR_PX = 12  # thickness of the colour bar under the map
 QUERY_TITLE = "query i (the token that looks)"
 KEY_TITLE = "key j (the token looked at)"
 TOKEN_TITLE = "token i"
+READABLE_ROW_PX = 24  # a map's cells need this many px of height per row to be read ...
+READABLE_MAX_PX = 150  # ... up to this much for all its rows (a 32-row map 150 px, not 768)
 
 
 def dimension_title(name: str = "d_model") -> str:
     """The title of a dimension axis: "dimension (d_model)"."""
     return f"dimension ({name})"
+
+
+def readable_px(rows: int) -> int:
+    """The least height in px of the cells of a map of ``rows`` rows that can be read:
+    :data:`READABLE_ROW_PX` a row, at most :data:`READABLE_MAX_PX` for them all."""
+    return min(READABLE_ROW_PX * max(int(rows), 1), READABLE_MAX_PX)
 
 
 def colormap(name: str) -> pg.ColorMap:
@@ -93,6 +101,7 @@ class Heatmap(TickLabels, QWidget):
         self._keep: tuple = ()  # rows whose labels thinning keeps (pinned, hovered)
         self._updating = self._resized_again = False
         self._widest_col: float | None = None
+        self.readable = False  # keep_readable: the least height follows the rows shown
         self._hovered_row: int | None = None
         self.row_labels: list[str] | None = []
         self.col_labels: list[str] | None = None
@@ -288,6 +297,24 @@ class Heatmap(TickLabels, QWidget):
         px = self.graphics.ci.effectiveSizeHint(least).height() + 2 * self.graphics.frameWidth()
         px += self.readout.sizeHint().height() + (self.note.sizeHint().height() if self.note.isVisibleTo(self) else 0)
         return math.ceil(px)
+
+    def keep_readable(self, on: bool = True) -> None:
+        """Keep the map at least as high as its :meth:`chrome_height` and :func:`readable_px` of
+        its rows, from now on (each new shape, or axis that grows, sets the least height again):
+        a lesson's dock then scrolls rather than squash the map to a few px a row."""
+        self.readable = bool(on)
+        self._fit_readable()
+
+    def _fit_readable(self) -> None:
+        if not self.readable or self.data.size == 0:
+            return
+        px = self.chrome_height() + readable_px(self.data.shape[0])
+        if px != self.minimumHeight():
+            self.setMinimumHeight(px)
+
+    def _update_ticks(self, *args) -> None:
+        super()._update_ticks(*args)
+        self._fit_readable()  # turned column labels take more height: the cells keep theirs
 
     def fit_rows(self, rows: int, row_px: int, fixed: bool = False) -> None:
         """Give the map room for ``rows`` rows of at least ``row_px`` px each, above its

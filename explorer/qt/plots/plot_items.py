@@ -232,7 +232,12 @@ class ShrinkingTitle(pg.LabelItem):
     def _show(self, text) -> None:
         """Lay out ``text``, elided to the title's width when it is wider (the tooltip has all of it)."""
         text = "" if text is None else str(text)
-        shown = elided(text, title_font(self.item.font(), self.opts), self.rect().width() - 2)
+        # The text item is as wide as its text and its document's margin on each side (4 px): a
+        # text elided to the title's width alone reached 3 px past a narrow plot (the formula's
+        # "a_ij v_j (weighted values)" in a 155 px strip), and pyqtgraph cut it there.
+        width = self.rect().width()
+        room = max(width - 2 * self.item.document().documentMargin() - 2, 1.0) if width > 0 else 0.0
+        shown = elided(text, title_font(self.item.font(), self.opts), room)
         self.setToolTip(text if shown != text else "")
         if shown != getattr(self, "_shown", None) or self.opts != getattr(self, "_shown_opts", None):
             self._shown, self._shown_opts = shown, dict(self.opts)

@@ -70,8 +70,9 @@ class TrainingPanel(RefreshWhenShown, QWidget):
 
     def _build(self) -> None:
         self.folder_label, self.skipped_label, self.step_label = QLabel(), QLabel(), QLabel()
-        for label in (self.folder_label, self.skipped_label):  # one line each (wrapped labels made the
-            label.setMinimumWidth(40)  # dock's scroll area size the panel by its height for width, too tall)
+        for label in (self.folder_label, self.skipped_label):  # wrapped: "No training snapshots found for
+            label.setWordWrap(True)  # ..." was one 1,000 px line, cut in an 812 px dock (the dock's scroll
+            label.setMinimumWidth(40)  # area gives the panel the least height of its lines: panel_scroll)
         self.skipped_label.setStyleSheet("QLabel { color:#9a4a00; }")
         self.step_label.setStyleSheet("QLabel { font-weight:bold; }")
         self.open_button = QPushButton("Open folder…")

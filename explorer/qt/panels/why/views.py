@@ -81,7 +81,11 @@ class LensTable(QTableWidget):
         k = max((len(c[2]) for c in columns), default=0)
         self.setColumnCount(len(columns))
         self.setRowCount(k + 1)
-        self.setHorizontalHeaderLabels([f"{title}\nKL {kl:.3f} nats" for title, kl, _, _ in columns])
+        # "KL 0.123" without its unit (in the tooltip): "nats" made the 9 stages of a 4-layer model 93 px
+        # wider than an 830 px dock, which scrolled sideways.
+        self.setHorizontalHeaderLabels([f"{title}\nKL {kl:.3f}" for title, kl, _, _ in columns])
+        for c, (title, kl, _, _) in enumerate(columns):
+            self.horizontalHeaderItem(c).setToolTip(f"{title}: KL divergence to the model's output, {kl:.3f} nats")
         self.setVerticalHeaderLabels([str(r + 1) for r in range(k)] + ["target"])
         for c, (_, _, top, target_prob) in enumerate(columns):
             for r in range(k):
@@ -91,6 +95,21 @@ class LensTable(QTableWidget):
             set_cell(self, k, c, f"p = {target_prob:.3f}", bold=True)
         bar = self.horizontalScrollBar().sizeHint().height()  # room for it when the stages overflow
         self.setFixedHeight(self.horizontalHeader().height() + (k + 1) * 20 + 2 * self.frameWidth() + bar + 2)
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """Columns as wide as their contents while they all fit the view; else they share the view's
+        width (their texts elided, whole in the tooltips): the table never scrolls sideways."""
+        hh = self.horizontalHeader()
+        need = sum(max(self.sizeHintForColumn(c), hh.sectionSizeHint(c)) for c in range(self.columnCount()))
+        mode = QHeaderView.ResizeMode.ResizeToContents if need <= self.viewport().width() else \
+            QHeaderView.ResizeMode.Stretch
+        if self.columnCount() and hh.sectionResizeMode(0) != mode:
+            hh.setSectionResizeMode(mode)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self._fit_columns()
 
 
 class HeadSwitches(QWidget):
@@ -213,7 +232,8 @@ class ScoreTermsView(QWidget):
                      for name, title in [("scores", "scores"), *TERM_TITLES.items()]}
         grid = QGridLayout()
         for k, hm in enumerate(self.maps.values()):
-            hm.setMinimumSize(150, 150)
+            hm.setMinimumWidth(150)
+            hm.keep_readable()  # room for its rows whatever its chrome: the dock scrolls instead
             grid.addWidget(hm, k // 3, k % 3)
         self.holder = QWidget()
         self.holder.setLayout(grid)

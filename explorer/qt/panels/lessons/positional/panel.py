@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSpinBox,
-    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -47,6 +46,7 @@ from explorer.qt.panels.lessons.positional.shift import ShiftView
 from explorer.qt.plots.plot_items import LabelAxis
 from explorer.qt.plots.style import style_plots
 from explorer.qt.session import Session
+from explorer.qt.widgets.flow_layout import FlowLayout
 from explorer.qt.widgets.not_applicable import NotApplicable
 from model.formats.refs import BuiltinRef
 from model.tokens.names import token_name
@@ -131,7 +131,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
                 hm = Heatmap(f"attention, {order}", SEQUENTIAL, col_axis="top", colorbar=False,
                              row_title="query i", col_title="key j")
                 hm.setToolTip(f"attention weights of the selected head, {order} order, PE {'on' if pe else 'off'}")
-                hm.setMinimumSize(120, 120)
+                hm.setMinimumWidth(120)
+                hm.keep_readable()  # its rows' room: the dock scrolls instead (they were 73 px for 21 rows)
                 self.maps[pe, reordered] = hm
                 self.grid.addWidget(hm, row, col + 1)
             view = pg.GraphicsLayoutWidget()
@@ -167,33 +168,34 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.sentence.setStyleSheet(theme.soft_box_style(self))
 
     def _build_layout(self) -> None:
-        options = QHBoxLayout()
-        for w in (self.pe_box, self.causal_box, self.twin_button, self.warning):
-            options.addWidget(w, int(w is self.warning))
-        reorder = QHBoxLayout()
-        for w in (*(self.buttons[n] for n in ("reverse", "rotate", "shuffle", "again")), QLabel("swap"), self.i_box,
-                  QLabel("with"), self.j_box, self.buttons["swap"], self.keep_last, self.update_button):
+        """The switches and the reorder buttons in lines that wrap (never wider than the dock), the
+        chips, the maps and bars, then the sentences and the table, in one column: a dock too low
+        for the maps' rows (:meth:`Heatmap.keep_readable`) scrolls, and the wrapped sentences get the
+        height of their lines (a splitter between the maps and the sentences squeezed them)."""
+        options = FlowLayout(spacing=6)
+        for w in (self.pe_box, self.causal_box, self.twin_button):
+            options.addWidget(w)
+        swap = QWidget()  # "swap [i] with [j] Swap" wraps as one
+        row = QHBoxLayout(swap)
+        row.setContentsMargins(0, 0, 0, 0)
+        for w in (QLabel("swap"), self.i_box, QLabel("with"), self.j_box, self.buttons["swap"]):
+            row.addWidget(w)
+        reorder = FlowLayout(spacing=6)
+        for w in (*(self.buttons[n] for n in ("reverse", "rotate", "shuffle", "again")), swap, self.keep_last,
+                  self.update_button):
             reorder.addWidget(w)
-        reorder.addStretch(1)
         views = QWidget()
         views.setLayout(self.grid)
-        bottom = QWidget()
-        b = QVBoxLayout(bottom)
-        b.setContentsMargins(0, 0, 0, 0)
-        for w in (self.sentence, self.shift_view, self.tv_label, self.table):
-            b.addWidget(w, int(w is self.table))
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(views)
-        split.addWidget(bottom)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        split.setSizes([600, 400])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(options)
+        layout.addWidget(self.warning)
         layout.addLayout(reorder)
         layout.addWidget(self.chips)
-        layout.addWidget(split, 1)
+        layout.addWidget(views, 3)
+        for w in (self.sentence, self.shift_view, self.tv_label):
+            layout.addWidget(w)
+        layout.addWidget(self.table, 2)
 
     # ---- reordering -------------------------------------------------------------------------------
     def _next_shuffle(self) -> tuple:
@@ -234,6 +236,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         name = Path(s.checkpoint.path).name if s.checkpoint and s.checkpoint.path else ""
         self.twin_button.setVisible(name == TWIN_OF and TWIN.exists())
         self.warning.setText(order_warning(s.config, s.positional_encoding, self.twin_button.isVisibleTo(self)))
+        self.warning.setVisible(bool(self.warning.text()))  # its own line: none without a warning
 
     # ---- computing --------------------------------------------------------------------------------------
     def _current(self) -> tuple[np.ndarray, list[str]]:

@@ -84,6 +84,7 @@ class VariantsPanel(RefreshWhenShown, QWidget):
                              col_title=dimension_title("d_model"), bar_title="value of the output")
         for hm in (self.scores, self.weights, self.outputs, self.mixed):
             hm.sig_row_clicked.connect(session.toggle_pin)  # a second click releases the pin
+            hm.keep_readable()  # room for its rows: the dock scrolls instead (23-52 px at 1,280 x 720)
         self._build_layout()
         self.gate = NotApplicable(self, "variants")  # the model before attention: one sentence instead
         self.follow(session)
