@@ -39,7 +39,10 @@ def sentence_label() -> QLabel:
 
 
 def _matrix(title: str, out: str) -> Heatmap:
-    return Heatmap(title, DIVERGING, row_title="d_model in", col_title=f"→ {out} out", bar_title="weight")
+    """A weight matrix's map that keeps its cells readable (the dock scrolls rather than squash it)."""
+    hm = Heatmap(title, DIVERGING, row_title="d_model in", col_title=f"→ {out} out", bar_title="weight")
+    hm.keep_readable()
+    return hm
 
 
 class BlocksView(QWidget):
