@@ -20,10 +20,12 @@ from PySide6.QtCore import QObject, Signal
 from explorer.core.editor_text import as_editor_stores, encode_text
 from explorer.core.held_tokens import TokenText, edited, spliced
 from explorer.core.token_text import display_tokens
+from explorer.qt.scheduling.calls import SchedulerCalls
 from explorer.qt.scheduling.jobs import JobFn, JobResult
 from explorer.qt.scheduling.pacing import settle_layouts
 from explorer.qt.scheduling.scheduler import FRAME_LEFT_MS, Scheduler, TraceRequest
 from model import Checkpoint, Trace
+from model.tokens.tokenizer import Tokenizer
 from model.core.interventions import Interventions
 
 
@@ -32,12 +34,7 @@ class ModelDoesNotRun(Exception):
     :meth:`Session.set_checkpoint`; what it raised is ``__cause__``, and the current model stays."""
 
 
-def _same_vocabulary(a, b) -> bool:
-    """Whether two tokenizers (or None) encode alike: one object, or the same serialized vocabulary."""
-    return a is b or (a is not None and b is not None and a.to_json() == b.to_json())
-
-
-class Session(QObject):
+class Session(SchedulerCalls, QObject):
     """Current checkpoint, text, trace, selection and trace options, with change signals.
 
     Parameters
@@ -119,14 +116,6 @@ class Session(QObject):
     interventions = property(lambda self: self._interventions,
                              doc="model.core.interventions.Interventions every trace and job runs with (heads "
                                  "switched off); Interventions() for the plain model.")
-    # Scheduling, the scheduler's (see explorer.qt.scheduling.scheduler):
-    compute_mode = property(lambda self: self.scheduler.compute_mode, doc='"auto", "sync" or "async".')
-    worker = property(lambda self: self.scheduler.worker, doc="The worker thread (Worker).")
-    busy = property(lambda self: self.scheduler.busy,
-                    doc="True while the worker thread runs a trace or a job (until its result is handed over).")
-    traces_off_gui_thread = property(lambda self: self.scheduler.traces_off_gui_thread,
-                                     doc="True when edits are traced on the worker thread (async mode, or a slow "
-                                         "model in auto mode).")
 
     @property
     def position(self) -> int | None:
@@ -167,14 +156,6 @@ class Session(QObject):
         if not hasattr(self.model, "blocks"):
             raise ValueError("the model before attention has no attention layers, heads or W_Q, W_K, W_V")
         return self.model.blocks[layer].attn
-
-    def expected_ms(self, passes: int = 1) -> float:
-        """How long ``passes`` forward passes over the whole current text should take, in ms (the scheduler's)."""
-        return self.scheduler.expected_ms(passes)
-
-    def is_slow(self, passes: int, limit_ms: float) -> bool:
-        """True when ``passes`` forward passes are expected to take longer than ``limit_ms`` (never in sync mode)."""
-        return self.scheduler.is_slow(passes, limit_ms)
 
     @property
     def trace_serial(self) -> int | None:
@@ -252,7 +233,7 @@ class Session(QObject):
             raise ValueError("no model is loaded to show a snapshot of")
         if checkpoint is None or checkpoint is loaded:
             checkpoint, step = loaded, None
-        elif checkpoint.config != loaded.config or not _same_vocabulary(checkpoint.tokenizer, loaded.tokenizer):
+        elif checkpoint.config != loaded.config or not Tokenizer.same_vocabulary(checkpoint.tokenizer, loaded.tokenizer):
             raise ValueError(f"{checkpoint.name} is not a snapshot of {loaded.name}: another shape or vocabulary")
         elif step is None:
             raise ValueError("a snapshot is shown with its training step")
@@ -376,14 +357,6 @@ class Session(QObject):
             self.scheduler.submit(requester, self._checkpoint, self._interventions, fn, inputs, on_result,
                                   passes=passes, name=name, inline_ms=inline_ms)
 
-    def job_superseded(self) -> bool:
-        """For a long job's ``should_stop``: newer work waits behind it on the worker thread (the scheduler's)."""
-        return self.scheduler.job_superseded()
-
-    def cancel(self, requester: QObject, name: str = "") -> None:
-        """Forget ``requester``'s pending job (its result, if it still arrives, is dropped)."""
-        self.scheduler.cancel(requester, name)
-
     def set_paced_draw_ms(self, ms: float) -> None:
         """Report drawing that panels did one per event-loop turn, after a new trace or selection:
         ``last_draw_ms`` becomes that update's whole drawing time (after a trace, the part drawn
@@ -392,16 +365,10 @@ class Session(QObject):
         self._unpaced_draw_ms = 0.0  # a later batch (a selection change) is counted on its own
         self.sig_timing_changed.emit()
 
-    def shutdown(self, timeout_ms: int = 30000, wait: bool = True) -> None:
-        """Drop queued work and wait for a running trace or job to finish (call before the app exits);
-        with ``wait=False`` return at once (a closing window goes while a slow trace finishes), and
-        call it again with ``wait=True`` before the process ends."""
-        self.scheduler.shutdown(timeout_ms, wait)
-
     # ---- internals -----------------------------------------------------------------------------
     def _keeps_ids(self, checkpoint: Checkpoint) -> bool:
         """Whether the held token ids stay for ``checkpoint``: its vocabulary is the current one's."""
-        return bool(self._tt.held) and self._checkpoint is not None and _same_vocabulary(
+        return bool(self._tt.held) and self._checkpoint is not None and Tokenizer.same_vocabulary(
             checkpoint.tokenizer, self.tokenizer) and max(self.encoding.ids) < checkpoint.config.vocab_size
 
     def _dropped(self) -> int:
@@ -436,10 +403,8 @@ class Session(QObject):
                 model_ms: float) -> None:
         if req.gen <= self._shown_gen or req.checkpoint is not self._checkpoint:
             return  # never an older text's trace over a newer one's, nor another model's
-        # A trace whose text was typed over while it ran is shown all the same: it is the newest
-        # traced, and while someone types faster than the model, dropping each such trace
-        # showed nothing new until the typing stopped (GPT-2-small-sized model: 0.6-1.3 s after
-        # the last key, the panels empty meanwhile). The newest text's trace follows.
+        # A trace whose text was typed over while it ran is shown all the same (the newest traced): dropping
+        # them showed nothing while someone typed faster than the model. The newest text's trace follows.
         self._shown_gen = req.gen
         trace, serial = traced if traced is not None else (None, None)
         if trace is not None:

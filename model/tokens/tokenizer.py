@@ -313,6 +313,11 @@ class Tokenizer:
         """The standard tokenizer.json text."""
         return self.hf.to_str()
 
+    @staticmethod
+    def same_vocabulary(a: "Tokenizer | None", b: "Tokenizer | None") -> bool:
+        """Whether two tokenizers (or None) encode alike: one object, or the same tokenizer.json."""
+        return a is b or (a is not None and b is not None and a.to_json() == b.to_json())
+
     @classmethod
     def from_json(cls, text: str) -> "Tokenizer":
         """Build from tokenizer.json text.
