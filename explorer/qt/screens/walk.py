@@ -201,10 +201,11 @@ def grab(window, path: Path) -> None:
         raise OSError(f"could not write {path}")
 
 
-def walk_elsewhere(models: list[str], themes: list[str], size_name: str, out_dir: Path, *,
-                   images: bool, panels: list[str] | None = None, timeout_s: float = 3600) -> list[ScreenResult]:
-    """Walk at a size whose device pixel ratio is not this process's, in a child process
-    (``python -m explorer.gallery --results-only``) with ``QT_SCALE_FACTOR`` set; its results."""
+def start_elsewhere(models: list[str], themes: list[str], size_name: str, out_dir: Path, *,
+                    images: bool, panels: list[str] | None = None):
+    """Start walking at a size whose device pixel ratio is not this process's, in a child process
+    (``python -m explorer.gallery --results-only``) with ``QT_SCALE_FACTOR`` set, and return at once:
+    the handle :func:`finish_elsewhere` takes (this process walks its own sizes meanwhile)."""
     _, scale = parse_size(size_name)
     out_dir.mkdir(parents=True, exist_ok=True)
     results_file = out_dir / f"results-{size_name.replace('@', '_at')}.json"
@@ -215,10 +216,35 @@ def walk_elsewhere(models: list[str], themes: list[str], size_name: str, out_dir
         cmd += ["--panels", *panels]
     env = dict(os.environ, QT_SCALE_FACTOR=str(scale), QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
     here = Path(__file__).resolve().parents[3]  # the folder that holds this explorer package
-    done = subprocess.run(cmd, env=env, cwd=here, capture_output=True, text=True, timeout=timeout_s)
-    if done.returncode != 0 or not results_file.exists():
-        raise RuntimeError(f"the walk at {size_name} failed ({done.returncode}): {done.stderr[-2000:]}")
+    log = results_file.with_suffix(".log").open("w+", encoding="utf-8")  # a file: a full pipe would stall it
+    child = subprocess.Popen(cmd, env=env, cwd=here, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    return child, results_file, size_name, log
+
+
+def finish_elsewhere(handle, timeout_s: float = 3600) -> list[ScreenResult]:
+    """The results of a walk :func:`start_elsewhere` began, once its child process ends.
+
+    Raises
+    ------
+    RuntimeError
+        When the child failed or wrote no results.
+    """
+    child, results_file, size_name, log = handle
+    child.wait(timeout=timeout_s)
+    log.seek(0)
+    err = log.read()
+    log.close()
+    if child.returncode != 0 or not results_file.exists():
+        raise RuntimeError(f"the walk at {size_name} failed ({child.returncode}): {err[-2000:]}")
     return [ScreenResult.from_json(d) for d in json.loads(results_file.read_text())]
+
+
+def walk_elsewhere(models: list[str], themes: list[str], size_name: str, out_dir: Path, *,
+                   images: bool, panels: list[str] | None = None, timeout_s: float = 3600) -> list[ScreenResult]:
+    """Walk at a size whose device pixel ratio is not this process's, in a child process; its results
+    (:func:`start_elsewhere`, then :func:`finish_elsewhere`)."""
+    return finish_elsewhere(start_elsewhere(models, themes, size_name, out_dir, images=images, panels=panels),
+                            timeout_s)
 
 
 def device_pixel_ratio() -> float:
