@@ -52,13 +52,37 @@ sys.addaudithook(_refuse_reads_beside_the_repository)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the run when anything tried to read beside the repository, even where it was caught."""
+    """Fail the run when anything tried to read beside the repository, even where it was caught.
+
+    In a pytest-xdist worker the reads (and the screen check's lines) go to the controlling process
+    (``workeroutput``), which fails the run and prints them: see :func:`pytest_testnodedown`."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["outside_reads"] = sorted(set(OUTSIDE_READS))
+        workeroutput["screen_report"] = list(SCREEN_REPORT)
+        return
     if OUTSIDE_READS:
         print(f"\nread outside the repository: {sorted(set(OUTSIDE_READS))}", file=sys.stderr)
         session.exitstatus = 1
 
 import pytest  # noqa: E402
 import torch  # noqa: E402  (torch before any QApplication exists)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A pytest-xdist worker ended: take its reads beside the repository and its screen-check lines."""
+    output = getattr(node, "workeroutput", {})
+    OUTSIDE_READS.extend(output.get("outside_reads", ()))
+    SCREEN_REPORT.extend(output.get("screen_report", ()))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject's addopts): one worker per core, at most four. Each worker holds its own
+    torch and Qt (about 2-4 GB at the suite's peak), and the tests' models are dispatch-bound on one
+    thread each (``torch.set_num_threads(1)`` below), so a worker per core keeps both cores busy."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 from model import Checkpoint, GPT, GPTConfig  # noqa: E402
 from model.tokens.tokenizer import train_word_tokenizer  # noqa: E402
