@@ -43,7 +43,7 @@ from explorer.qt.panels.lessons.positional.order_chips import OrderChips
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.scheduling.scheduler import NOTICEABLE_MS
 from explorer.qt.panels.lessons.positional.shift import ShiftView
-from explorer.qt.plots.plot_items import LabelAxis
+from explorer.qt.plots.label_axis import LabelAxis
 from explorer.qt.plots.style import style_plots
 from explorer.qt.session import Session
 from explorer.qt.widgets.flow_layout import FlowLayout
