@@ -1,16 +1,17 @@
-"""Our plot items: LabelAxis (token labels beside their own rows, laid out once per string) and
-MatrixImage (the colours pyqtgraph would draw, made faster)."""
+"""Our plot items: LabelAxis (token labels beside their own rows, laid out once per string, and
+repainted where they changed) and MatrixImage (the colours pyqtgraph would draw, made faster)."""
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QAbstractEventDispatcher, QEvent, QEventLoop, QObject, QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 import pyqtgraph as pg
-from PySide6.QtGui import QColor, QFont, QImage, QPainter
+from PySide6.QtGui import QColor, QFont, QImage, QPainter, QRegion
 
 from explorer.qt.plots.heatmap import DIVERGING, SEQUENTIAL, Heatmap, colormap
-from explorer.qt.plots.plot_items import LabelAxis, MatrixImage
+from explorer.qt.plots.label_axis import LabelAxis
+from explorer.qt.plots.plot_items import MatrixImage
 
 SHORT, LONG = "0 a", "3 somewhat-longer-word"
 
@@ -196,3 +197,60 @@ def test_the_pyqtgraph_internals_we_use_are_there(qapp):
     image = pg.ImageItem(np.zeros((2, 2), np.float32))
     for name in ("qimage", "_renderRequired", "_unrenderable"):
         assert hasattr(image, name), name
+
+
+def _until_idle() -> None:
+    """Run the event loop until three turns in a row found nothing to do."""
+    dispatcher, idle = QAbstractEventDispatcher.instance(), 0
+    while idle < 3:
+        idle = 0 if dispatcher.processEvents(QEventLoop.ProcessEventsFlag.AllEvents) else idle + 1
+
+
+class _Regions(QObject):
+    """The regions of the paint events a widget gets."""
+
+    def __init__(self, widget) -> None:
+        super().__init__()
+        self.regions: list[QRegion] = []
+        widget.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
+        if event.type() == QEvent.Type.Paint:
+            self.regions.append(QRegion(event.region()))
+        return False
+
+
+def test_a_changed_label_repaints_its_place_only_and_the_window_shows_a_whole_paint(qtbot):
+    """Typing changes the newest token's label: its axes repaint that label's place, not every
+    label, and what the window then shows is what painting the whole heatmap again shows."""
+    n = 20
+    hm = Heatmap("typing", col_axis="top")
+    qtbot.addWidget(hm)
+    hm.resize(500, 600)
+    hm.show()
+    qtbot.waitExposed(hm)
+    data = np.tril((np.arange(n * n) % 7 * 5).astype(np.float32).reshape(n, n))
+    data[np.triu_indices(n, 1)] = np.nan
+    labels = [f"{i} w{i}" for i in range(n)]
+    hm.set_data(data, (0, 40), labels, labels)
+    _until_idle()
+    viewport = hm.graphics.viewport()
+    paints = _Regions(viewport)
+    for i, last in enumerate(("19 zz", "19 yy")):  # the first change after showing is painted whole
+        data = data.copy()
+        data[-1, :] = np.arange(n) * (3.0 + i)
+        labels = labels[:-1] + [last]
+        paints.regions.clear()
+        hm.set_data(data, (0, 40), labels, labels, unchanged_rows=n - 1)
+        qtbot.waitUntil(lambda: bool(paints.regions))
+        _until_idle()
+    painted = QRegion()
+    for region in paints.regions:
+        painted = painted.united(region)
+    left = hm.plot.getAxis("left")
+    first = left._placed_cache[2][1][0][0]  # where the label of row 0 is drawn (axis coordinates)
+    assert not painted.contains(hm.graphics.mapFromScene(left.mapToScene(first + QPointF(2, 2))))
+    assert "19 yy" in [st.text() for _, st in left._placed_cache[2][1]]
+    shown = QApplication.primaryScreen().grabWindow(hm.winId()).toImage()
+    whole = hm.grab().toImage()
+    assert shown.convertToFormat(whole.format()) == whole

@@ -31,7 +31,8 @@ from explorer.qt.widgets.explain_target import ExplainTarget
 from explorer.qt.widgets.wrapped_label import wrapped_label
 from explorer.qt.plots.heatmap import settle_view, widen_axis
 from explorer.qt.scheduling.pacing import RefreshWhenShown
-from explorer.qt.plots.plot_items import LabelAxis, plain_numbers, scroll_by_wheel
+from explorer.qt.plots.label_axis import LabelAxis
+from explorer.qt.plots.plot_items import plain_numbers, scroll_by_wheel
 from explorer.qt.session import Session
 from explorer.qt.settings import NEXT_TOKEN_K, NEXT_TOKEN_TEMPERATURE
 from model.tokens.names import token_name

@@ -21,7 +21,8 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from explorer.qt import theme
 from explorer.qt.plots.matrix_view import MatrixView
-from explorer.qt.plots.plot_items import LabelAxis, RowOutline, use_shrinking_title
+from explorer.qt.plots.label_axis import LabelAxis
+from explorer.qt.plots.plot_items import RowOutline, use_shrinking_title
 from explorer.qt.plots.ticks import TickLabels, text_width, thinned_ticks, widen_axis  # noqa: F401 (imported from here)
 from explorer.qt.plots.zoom import ZoomPan
 

@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 
-from explorer.qt.plots.plot_items import LabelAxis
+from explorer.qt.plots.label_axis import LabelAxis
 
 UPRIGHT_PITCH = 0.8  # turned labels need columns this share of a text line apart (a descender may touch)
 LABEL_GAP_PX = 6  # flat labels need this much room between them

@@ -24,7 +24,8 @@ from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.panels.attention.head_types import HeadTypesView
 from explorer.qt.widgets.pin_note import PinNote
 from explorer.qt.widgets.not_applicable import NotApplicable
-from explorer.qt.plots.plot_items import LabelAxis, MatrixImage
+from explorer.qt.plots.label_axis import LabelAxis
+from explorer.qt.plots.plot_items import MatrixImage
 from explorer.qt.session import Session
 
 WEIGHT_LEVELS = (0.0, 1.0)

@@ -17,7 +17,8 @@ from PySide6.QtWidgets import QScrollBar, QWidget
 from explorer.qt import theme
 from explorer.qt.plots.style import style_plots
 from explorer.qt.plots.heatmap import settle_view, widen_axis
-from explorer.qt.plots.plot_items import LabelAxis, scroll_by_wheel
+from explorer.qt.plots.label_axis import LabelAxis
+from explorer.qt.plots.plot_items import scroll_by_wheel
 
 BAR_H = 0.7
 PLAIN, MARKED = "#4477aa", "#ee7733"

@@ -32,7 +32,8 @@ from explorer.core.score_text import score_formula, score_terms_title
 from explorer.core.views import axis_labels, symmetric_levels, token_label
 from explorer.qt.plots.style import style_plots
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
-from explorer.qt.plots.plot_items import LabelAxis, plain_numbers
+from explorer.qt.plots.label_axis import LabelAxis
+from explorer.qt.plots.plot_items import plain_numbers
 from explorer.qt.plots.ticks import LABEL_GAP_PX, thinned_ticks, widest
 from model.explain.scores import TERMS
 

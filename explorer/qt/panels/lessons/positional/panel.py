@@ -43,7 +43,7 @@ from explorer.qt.panels.lessons.positional.order_chips import OrderChips
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.scheduling.scheduler import NOTICEABLE_MS
 from explorer.qt.panels.lessons.positional.shift import ShiftView
-from explorer.qt.plots.plot_items import LabelAxis
+from explorer.qt.plots.label_axis import LabelAxis
 from explorer.qt.plots.style import style_plots
 from explorer.qt.session import Session
 from explorer.qt.widgets.flow_layout import FlowLayout
@@ -78,8 +78,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.gate = NotApplicable(self, "positional")  # the model before attention: one sentence instead
         self.pace_with(session)
         session.sig_model_changed.connect(self._on_session_changed)
-        session.sig_trace_changed.connect(self._on_session_changed)
-        session.sig_selection_changed.connect(self._on_session_changed)
+        session.sig_trace_changed.connect(self._on_session_text_changed)  # the switches stay: not laid out again
+        session.sig_selection_changed.connect(self._on_session_text_changed)
         session.sig_options_changed.connect(self._on_session_changed)
         self.refresh()
 
@@ -259,10 +259,17 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         return self.session.is_slow(PASSES, SLOW_MS)
 
     def _on_session_changed(self) -> None:
+        if self.gate.applies(self.session.config):
+            self._update_options()
+        self._on_session_text_changed()
+
+    def _on_session_text_changed(self) -> None:
+        """A new trace or selection: the comparison is out of date (the switches and labels, which
+        follow the model and its options, are as they were; setting them again cost a keystroke
+        0.2 ms while the panel was hidden)."""
         if not self.gate.applies(self.session.config):
             return
         self._stale = True
-        self._update_options()
         if self.is_shown():  # else when shown (refresh): a chip per token, 1,024 of them, took ms per key
             self._update_order(*self._current())
         self._out_of_date = True
