@@ -69,6 +69,31 @@ def test_the_formula_lesson_fits_1400_by_900_without_scrolling(qtbot, tmp_path, 
     assert t.horizontalHeader().length() <= t.viewport().width()  # every column of the table in view
 
 
+@pytest.mark.parametrize("size", [(960, 540), (1400, 900)])
+def test_the_formula_strips_go_below_the_table_only_when_they_have_no_room_beside_it(qtbot, tmp_path, tiny_tokenizer,
+                                                                                   dialogs, size):
+    from explorer.qt.panels.lessons.formula import STACKED_TABLE_ROWS, STRIP_MIN_PX
+    from explorer.qt.screens.checks import check_plot_titles, check_scroll
+
+    window, panel = _formula_window(qtbot, tmp_path, tiny_tokenizer, size, LONG_TEXT)
+    stacked = size[0] < 1000
+    want = Qt.Orientation.Vertical if stacked else Qt.Orientation.Horizontal
+    qtbot.waitUntil(lambda: panel.k_map.plot.getViewBox().height() > 1)  # laid out (the split is set as it draws)
+    QApplication.processEvents()
+    assert panel.split.orientation() == want
+    strips = (panel.k_map, panel.v_map, panel.av_map)
+    t = panel.table
+    if stacked:  # below the table, the whole width each third: at 960 x 540 they were 85 px beside it
+        assert all(hm.width() >= panel.split.width() // 3 - 10 for hm in strips)
+        assert panel.k_map.mapTo(panel, panel.k_map.rect().topLeft()).y() > t.mapTo(panel, t.rect().bottomLeft()).y()
+        assert t.height() >= STACKED_TABLE_ROWS * t.verticalHeader().defaultSectionSize()  # ten rows in view
+    else:  # beside it, as before
+        assert all(hm.width() >= STRIP_MIN_PX for hm in strips) and t.minimumHeight() == 0
+        assert panel.k_map.mapTo(panel, panel.k_map.rect().topLeft()).x() > t.mapTo(panel, t.rect().topRight()).x()
+    assert t.horizontalHeader().length() <= t.viewport().width()  # every column of the table in view
+    assert check_scroll(window.docks["formula"]) == [] and check_plot_titles(panel) == []
+
+
 def test_a_plot_title_that_does_not_fit_is_elided_with_its_text_in_the_tooltip(qtbot, palette_name):
     from PySide6.QtGui import QFontMetricsF
 

@@ -10,7 +10,6 @@ fails it until the panel is fixed. The walker is the app's (:mod:`explorer.qt.sc
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -31,7 +30,6 @@ MODELS = [DEFAULT, "builtin:tinystories-4L4H", str(REPO / "tests/fixtures/arch/h
           str(REPO / "tests/fixtures/arch/hf-gpt-neo"), str(REPO / "tests/fixtures/arch3/hf-qwen3")]
 SIZES = ["1400x900", "1280x720", "960x540@2"]
 SHOWN = 40  # findings listed in a failing test's message (the rest are counted)
-KNOWN = REPO / "tests" / "screens_known.txt"  # the full matrix's findings not fixed yet: it only shrinks
 
 
 def _walk(models, sizes, out_dir: Path) -> list:
@@ -88,35 +86,11 @@ def test_full_matrix_walks_every_screen(full_results):
     assert all(r.screen.scale == 2 for r in full_results if r.screen.size_name.endswith("@2"))
 
 
-def _key(screen, finding) -> str:
-    """A finding as the list of known ones holds it: the screen, the kind and the widget (not the
-    measured numbers, which a fix moves)."""
-    return f"{screen.where} [{finding.kind}] {finding.widget}"
-
-
-def known_findings() -> set[str]:
-    """The full matrix's findings not fixed yet (:data:`KNOWN`), one per line; '#' lines are comments."""
-    lines = KNOWN.read_text(encoding="utf-8").splitlines() if KNOWN.exists() else []
-    return {line for line in lines if line and not line.startswith("#")}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_full_matrix(full_results, kind):
-    """No finding outside the known list: a screen that was right stays right, and a new panel, tab or
-    model must pass from the start. The known ones are counted in the run's summary."""
-    if os.environ.get("SCREENS_WRITE_KNOWN") and kind == KINDS[0]:
-        keys = sorted({_key(r.screen, f) for r in full_results for f in r.findings})
-        KNOWN.write_text("# The full screen matrix's findings not fixed yet (tests/test_screens.py); written by\n"
-                         "# SCREENS_WRITE_KNOWN=1 pytest tests/test_screens.py -m slow. Only ever shorter.\n"
-                         + "".join(k + "\n" for k in keys), encoding="utf-8")
-    known = known_findings()
-    results = [type(r)(r.screen, [f for f in r.findings if _key(r.screen, f) not in known]) for r in full_results]
-    if kind == KINDS[0]:
-        found = {_key(r.screen, f) for r in full_results for f in r.findings}
-        conftest.SCREEN_REPORT.append(f"  known findings (tests/screens_known.txt): {len(known & found)} still found, "
-                                      f"{len(known - found)} no longer found")
-    _none_of(kind, results)
+    """No finding on any screen of the matrix: every model, theme and size reads right."""
+    _none_of(kind, full_results)
 
 
 # ---- the checks themselves, on widgets made to fail them ------------------------------------------

@@ -30,7 +30,7 @@ from model.core.architectures import architecture_of
 from model.core.plain import clip, readable
 from model.tokens.names import KIND_DESCRIPTIONS
 
-COMPARE_TEXT = "Compare the logits with another file of this model…"
+COMPARE_TEXT = "Compare logits with another file…"  # short: the Model dock is narrow (the tooltip says more)
 COMPARE_TITLE = "Compare with another file of this model"
 #: Config fields two files must share for their logits to be compared (the same vocabulary and shape).
 SAME_MODEL_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads")
@@ -126,7 +126,7 @@ class ModelInfoPanel(RefreshWhenShown, QWidget):
         self.other: Checkpoint | None = None  # the file compared with, while the box is checked
         self.browser = QTextBrowser()
         self.compare_box = QCheckBox(COMPARE_TEXT)
-        self.compare_box.setToolTip("run another file of the same model (its F16, a Hugging Face folder, ...) on the "
+        self.compare_box.setToolTip("compare the logits with another file of this model: run another file of the same model (its F16, a Hugging Face folder, ...) on the "
                                     "current text and show how far its logits are from this one's")
         self.compare_label = QLabel()
         self.compare_label.setWordWrap(True)

@@ -33,6 +33,7 @@ class QKVPanel(RefreshWhenShown, QWidget):
         self.show_weights = QCheckBox("weights W_Q, W_K, W_V")
         self.show_weights.setToolTip("show the d_model × d_head weight matrices instead of q, k, v")
         self.caption = QLabel()
+        self.caption.setWordWrap(True)  # one line in a wide dock; lines in a 960 px window's (no sideways scrolling)
         top = QHBoxLayout()
         top.addWidget(self.caption, 1)
         top.addWidget(self.show_weights)

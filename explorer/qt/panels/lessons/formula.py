@@ -59,6 +59,8 @@ AGREE_TOL = 1e-5
 ROW_PX = 10  # least height of one key's row in the k_j, v_j and a_ij v_j strips (they share what is left)
 MIN_ROW_PX = 24  # height of each row of the q_i and out_i strips (its colour and its label beside it)
 MIN_STRIP_ROWS = 4
+STRIP_MIN_PX = 120  # each of the three strips' least width beside the table; with less, they go below it
+STACKED_TABLE_ROWS = 10  # the table's rows in view when the strips are below it (it scrolls for more)
 OUT_ROWS = ["Σ_j a_ij v_j", "head_out"]  # the out_i strip's rows: computed here, and the model's own
 NOT_SEEN = QColor("#8a8a8a")
 
@@ -138,7 +140,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         """The query on top, fixed; below it, scrolled: the formula, then the table (left) beside
         the strips (right), in three columns so that a 1,400 x 900 window shows them all: q_i over
         k_j, v_j, and a_ij v_j over out_i. The key strips keep ROW_PX per key row and the q_i and
-        out_i strips MIN_ROW_PX per row, so a short dock or window scrolls instead of squashing them."""
+        out_i strips MIN_ROW_PX per row, so a short dock or window scrolls instead of squashing them.
+        A dock too narrow for the table and three strips of STRIP_MIN_PX beside it (a 960-px window's)
+        has the strips below the table, the full width each (:meth:`_fit_table_width`)."""
         top = QHBoxLayout()
         top.addWidget(QLabel("query i"))
         top.addWidget(self.position_box)
@@ -184,18 +188,42 @@ class FormulaPanel(RefreshWhenShown, QWidget):
 
     def _fit_table_width(self) -> None:
         """Give the table's side of the splitter the width of every column (at most 60 % of the width),
-        unless the user has moved the splitter; the strips take the rest."""
-        t, hh = self.table, self.table.horizontalHeader()
-        needed = sum(max(t.sizeHintForColumn(c), hh.sectionSizeHint(c)) for c in range(t.columnCount()))
-        if t.columnCount():  # the stretched last column is never narrower than the default section
-            last = t.columnCount() - 1
-            needed += max(0, hh.defaultSectionSize() - max(t.sizeHintForColumn(last), hh.sectionSizeHint(last)))
-        needed += 2 * t.frameWidth() + t.verticalScrollBar().sizeHint().width() + 28
+        unless the user has moved the splitter; the strips take the rest. When the rest is less than
+        three strips of STRIP_MIN_PX, the strips go below the table (their titles were cut and the
+        table scrolled sideways in a 960 x 540 window), and back beside it when the panel is wider."""
+        needed = self._table_width()
+        width = self.split.width()
+        stacked = width - min(needed, int(0.6 * width)) < 3 * STRIP_MIN_PX
+        self._stack(stacked)
+        if stacked:
+            return
         left, right = self.split.sizes()
         total = left + right
         want = min(needed, int(0.6 * total))
         if total > 0 and (left < want or (left > want + 8 and not self._split_moved_by_user)):
             self.split.setSizes([want, total - want])
+
+    def _stack(self, stacked: bool) -> None:
+        """The strips below the table (``stacked``, the table then STACKED_TABLE_ROWS rows high) or beside it."""
+        rows = min(max(self.table.rowCount(), 1), STACKED_TABLE_ROWS)
+        t = self.table
+        height = (t.horizontalHeader().height() + rows * t.verticalHeader().defaultSectionSize() + 2 * t.frameWidth()
+                  + t.horizontalScrollBar().sizeHint().height()) if stacked else 0
+        if t.minimumHeight() != height:
+            t.setMinimumHeight(height)
+        orientation = Qt.Orientation.Vertical if stacked else Qt.Orientation.Horizontal
+        if self.split.orientation() != orientation:
+            self._split_moved_by_user = False  # the user's split was of the other orientation
+            self.split.setOrientation(orientation)
+
+    def _table_width(self) -> int:
+        """The width in px the table needs for every column, its frame and its scroll bar."""
+        t, hh = self.table, self.table.horizontalHeader()
+        needed = sum(max(t.sizeHintForColumn(c), hh.sectionSizeHint(c)) for c in range(t.columnCount()))
+        if t.columnCount():  # the stretched last column is never narrower than the default section
+            last = t.columnCount() - 1
+            needed += max(0, hh.defaultSectionSize() - max(t.sizeHintForColumn(last), hh.sectionSizeHint(last)))
+        return needed + 2 * t.frameWidth() + t.verticalScrollBar().sizeHint().width() + 28
 
     def _on_split_moved(self, *_) -> None:
         self._split_moved_by_user = True

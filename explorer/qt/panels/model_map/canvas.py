@@ -230,9 +230,10 @@ class MapCanvas(QWidget):
             p.drawRect(target.adjusted(-3, -3, 3, 3))
         p.setPen(ink)
         p.setFont(self.small)
-        label = QRectF(rect.center().x() - rect.width() / 2 - GAP_X / 2 - 10, target.bottom() + 1,
-                       max(rect.width(), 40) + GAP_X + 20,
-                       QFontMetricsF(self.small).height())
+        # As wide as the column's pitch, no wider: wider, neighbours' labels ran into each other in a
+        # narrow map ("q before norm" over "RMSNorm h"); a longer label is elided (the tooltip has it).
+        width = max(rect.width(), 36) + GAP_X - 4
+        label = QRectF(rect.center().x() - width / 2, target.bottom() + 1, width, QFontMetricsF(self.small).height())
         shown = QFontMetricsF(self.small).elidedText(box.label, Qt.TextElideMode.ElideRight, label.width())
         p.drawText(label, Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, shown)
 

@@ -11,7 +11,7 @@ from model.tracing.schema import MASK, SQUARE
 
 MARGIN, WIRE_MARGIN = 8.0, 16.0  # around the map; left of the first column, for wires coming in
 GAP_X, GAP_Y, LANE_GAP = 30.0, 6.0, 6.0  # between columns (arrows run here), stacked boxes, lanes
-MIN_BOX_W, MAX_BOX_W = 40.0, 150.0
+MIN_BOX_W, MAX_BOX_W = 36.0, 150.0  # 36: Qwen3's eight columns fit a 960-px window's dock
 MIN_BOX_H, MAX_BOX_H = 14.0, 96.0
 COLLAPSED_SHARE = 0.6  # a collapsed block's boxes, as a share of an expanded box's height
 SIDE_PANEL = 150.0  # room right of the output lane's last box for the top tokens

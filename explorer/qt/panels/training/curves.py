@@ -54,7 +54,9 @@ class CurvesView(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.loss = make_plot(self.ci, 0, 0, "loss on this text", "nats / token")
+        # The loss falls from the left's high start: its legend in the lower left corner is off both
+        # curves (in the upper right it covered the validation curve's fall in a 960-px window).
+        self.loss = make_plot(self.ci, 0, 0, "loss on this text", "nats / token", legend=(4, -4))
         self.prob = make_plot(self.ci, 0, 1, "next-token probability", "probability", legend=(4, 4))
         self.mass = make_plot(self.ci, 1, 0, "attention mass, selected head", "mean weight", legend=(4, 4))
         self.entropy = make_plot(self.ci, 1, 1, "attention entropy", "nats", legend=(-4, -4))
