@@ -5,7 +5,8 @@ last stop for the model you opened; moving it swaps that snapshot's weights into
 (:meth:`Session.show_snapshot`: text and selection kept). Below: curves over training for the
 current text (a job of the session, across all snapshots) and a difference of two snapshots.
 The snapshots are loaded once, off the GUI thread, when the panel is first shown
-(:class:`explorer.qt.panels.training.snapshot_source.SnapshotSource`).
+(:class:`explorer.qt.panels.training.snapshot_source.SnapshotSource`), and a snapshot's weights
+are read there too when the slider first asks for them (the step line says so meanwhile).
 """
 
 from __future__ import annotations
