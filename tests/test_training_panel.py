@@ -316,11 +316,11 @@ def test_a_snapshot_s_weights_are_read_off_the_gui_thread_the_newest_position_wi
     for snap in view.snapshots:
         snap.release()  # (the curves' job read them)
     panel.slider.setValue(0)
-    assert panel.step_label.text() == "Reading the weights of step 0…" and s.snapshot_step is None
+    assert panel.step_label.text() == "Reading the weights of step 0…" and s.snapshot_step is None and panel.reading
     panel.slider.setValue(2)  # asked for before step 0's weights arrive: step 10 is the one shown
     assert panel.step_label.text() == "Reading the weights of step 10…" and panel.slider.value() == 2
     qtbot.waitUntil(lambda: s.snapshot_step == 10 and s.trace is not None, timeout=20000)
-    assert panel.slider.value() == 2 and panel.step_label.text() == "snapshot 3 of 4: step 10"
+    assert panel.slider.value() == 2 and panel.step_label.text() == "snapshot 3 of 4: step 10" and not panel.reading
     expected = load_checkpoint(run.parent / "run-snapshots" / "b.safetensors").model.trace(s.encoding.ids)
     np.testing.assert_array_equal(s.trace.logits, expected.logits)
     other = tmp_path / "other"  # another run's folder: its last snapshot becomes the model once read

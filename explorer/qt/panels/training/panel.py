@@ -123,6 +123,11 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         layout.addWidget(self.tabs, 1)
         self.setFocusProxy(self.slider)
 
+    @property
+    def reading(self) -> bool:
+        """True while the weights of the slider's position are read, before they are shown."""
+        return self._reading is not None
+
     # ---- where the snapshots come from ------------------------------------------------------------
     def _on_session_model_changed(self) -> None:
         loaded = self.session.loaded_checkpoint
