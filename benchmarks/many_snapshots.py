@@ -79,8 +79,8 @@ def measure_window(folder: Path) -> dict[str, float]:
     t0 = time.perf_counter()
     panel.open_folder(folder)
     end = t0 + 600
-    while not (panel.source.view is not None and not panel.source.loading and panel.curves is not None
-               and not session.busy):
+    while not (panel.source.view is not None and not panel.source.loading and not panel.reading
+               and panel.curves is not None and not session.busy):
         if time.perf_counter() > end:
             raise TimeoutError("the Training panel did not show the snapshots and their curves")
         app.processEvents()

@@ -12,8 +12,8 @@ import pytest
 from explorer.core.train_log import TrainLog, duration
 from explorer.core.train_setup import (TrainChoice, check, command_args, default_choice, held_out_paths,
                                        next_free_name, split_for_validation, typed_path)
-from explorer.core.training_views import (difference_columns, difference_sentence, largest_changes, nearest_index,
-                                          slider_stops, step_ticks, step_x)
+from explorer.core.training_views import (curve_snapshots, difference_columns, difference_sentence, largest_changes, nearest_index,
+                                          slider_stops, spread_indices, step_ticks, step_x)
 from model.training import data
 from model.training.args import build_parser
 
@@ -245,3 +245,12 @@ def test_a_model_is_proposed_only_into_a_folder_that_can_take_it(tmp_path):
     assert usable_save_folder(tmp_path, shipped=()) and not usable_save_folder(tmp_path, shipped=(tmp_path.parent,))
     assert proposed_save_folder([str(ASSETS), None, str(tmp_path / "missing"), str(tmp_path)]) == str(tmp_path)
     assert proposed_save_folder([None, str(tmp_path / "missing")]) == str(tmp_path / "missing") and proposed_save_folder([]) == ""
+
+
+def test_an_even_spread_of_snapshots_keeps_the_first_and_last_without_repeats():
+    assert spread_indices(3000, 200)[:3] == [0, 15, 30] and spread_indices(3000, 200)[-1] == 2999
+    assert len(set(spread_indices(3000, 200))) == 200
+    assert spread_indices(10, 12) == list(range(10)) and spread_indices(0, 5) == []
+    assert spread_indices(7, 3) == [0, 3, 6]
+    assert curve_snapshots(list(range(14))) == tuple(range(14))
+    assert curve_snapshots(list(range(401)), limit=3) == (0, 200, 400)

@@ -299,3 +299,35 @@ def test_the_curves_of_a_long_run_are_computed_over_an_even_spread_of_its_snapsh
     panel.open_folder(run.parent / "run-snapshots")
     qtbot.waitUntil(lambda: panel.curves is not None and len(panel.curves.steps) == 3, timeout=10000)
     assert panel.curves.steps.tolist() == [0, 10, 30] and "the curves run over 3 of them" in panel.folder_label.text()
+
+
+def test_a_snapshot_s_weights_are_read_off_the_gui_thread_the_newest_position_wins(qtbot, tmp_path, run, dialogs,
+                                                                                   tiny_tokenizer):
+    """Outside sync mode a snapshot whose weights are not in memory is read on the source's thread:
+    the panel says so, the slider stays where it was put, and only the newest position is shown,
+    with the trace of its file."""
+    w = make_window(qtbot, tmp_path, load_checkpoint(run), compute_mode="async")
+    s, panel = w.session, w.panels["training"]
+    qtbot.waitUntil(lambda: s.trace is not None, timeout=10000)
+    s.set_text(TEXT)
+    w.docks["training"].raise_()
+    qtbot.waitUntil(lambda: panel.source.view is not None and not panel.source.loading and not s.busy, timeout=20000)
+    view = panel.source.view
+    for snap in view.snapshots:
+        snap.release()  # (the curves' job read them)
+    panel.slider.setValue(0)
+    assert panel.step_label.text() == "Reading the weights of step 0…" and s.snapshot_step is None and panel.reading
+    panel.slider.setValue(2)  # asked for before step 0's weights arrive: step 10 is the one shown
+    assert panel.step_label.text() == "Reading the weights of step 10…" and panel.slider.value() == 2
+    qtbot.waitUntil(lambda: s.snapshot_step == 10 and s.trace is not None, timeout=20000)
+    assert panel.slider.value() == 2 and panel.step_label.text() == "snapshot 3 of 4: step 10" and not panel.reading
+    expected = load_checkpoint(run.parent / "run-snapshots" / "b.safetensors").model.trace(s.encoding.ids)
+    np.testing.assert_array_equal(s.trace.logits, expected.logits)
+    other = tmp_path / "other"  # another run's folder: its last snapshot becomes the model once read
+    for step in (0, 3, 9):
+        _save(other / f"s{step}.safetensors", make_tiny_checkpoint(tiny_tokenizer, seed=step, d_model=8), {"steps": step})
+    panel.open_folder(other)
+    qtbot.waitUntil(lambda: s.checkpoint is not None and s.checkpoint.path.name == "s9.safetensors", timeout=20000)
+    assert s.config.d_model == 8 and panel.stops[-1].index == 2
+    qtbot.waitUntil(lambda: panel.step_label.text() == "snapshot 3 of 3: step 9", timeout=20000)
+    w.close()

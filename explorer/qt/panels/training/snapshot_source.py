@@ -153,6 +153,19 @@ class SnapshotSource(QObject):
             self._timer.stop()
             self._look_again()
 
+    def read_weights(self, snapshot: Snapshot, deliver) -> None:
+        """Read a snapshot's weights off the GUI thread (at once when :attr:`sync`, or when they are
+        in memory) and call ``deliver(checkpoint, error)`` on the GUI thread: a checkpoint, or None
+        and the exception (a file changed or gone since it was listed). A newer request replaces a
+        queued older one (its ``deliver`` is then never called; a running one's still is). Reading one of 3,000 small
+        snapshots, with the torch model it builds, took 40 ms or more of the GUI thread."""
+        if self.sync or snapshot.loaded:
+            value, exc, _ms = timed(lambda: snapshot.checkpoint)
+            deliver(value, exc)
+            return
+        self._worker.submit("weights", lambda: snapshot.checkpoint, lambda value, exc, _ms: deliver(value, exc),
+                            priority=0)
+
     def shutdown(self) -> None:
         """Stop following and drop queued loading (a running load finishes in the background)."""
         self._timer.stop()
@@ -169,11 +182,12 @@ class SnapshotSource(QObject):
 
         def work():
             try:
-                return reader() if reader is not None else load_matching(folder, reference)
+                snaps, matched = reader() if reader is not None else load_matching(folder, reference)
             except SnapshotError:
                 if follow:
                     return None  # the run has not written its first snapshot yet
                 raise
+            return snaps, matched, _view(snaps, matched)  # here: on the GUI thread it froze 3,000 for 0.4 s
 
         def deliver(value, exc, _ms) -> None:
             if gen != self._gen:
@@ -184,8 +198,8 @@ class SnapshotSource(QObject):
             elif value is None:
                 self._set_view(None, f"Waiting for the run's first snapshot in {folder}…")
             else:
-                self._set, self._matched = value
-                self._set_view(_view(*value), "" if value[0].snapshots else f"No snapshots in {folder}.")
+                self._set, self._matched, view = value
+                self._set_view(view, "" if view.snapshots else f"No snapshots in {folder}.")
 
         self._run(work, deliver)
 
