@@ -41,6 +41,7 @@ def default_settings() -> QSettings:
 class MainWindow(QMainWindow):
     """Docks for every panel in :data:`explorer.qt.panels.PANELS`, the File, View and Help menus, a status
     bar; what the File menu does is :attr:`files` (:class:`~explorer.qt.files.actions.FileActions`).
+    :attr:`panels` builds each panel when its dock is first shown or it is first looked up.
 
     Parameters
     ----------
@@ -118,7 +119,7 @@ class MainWindow(QMainWindow):
         built when their docks are first shown (:meth:`_on_dock_visibility_changed`) or looked up."""
         self.panels.open(self.session, self._on_panel_built)
         for name in [n for n in self.docks if n in self._in_view]:
-            self.panels[name]
+            self.panels[name]  # looking it up builds it
 
     def _on_panel_built(self, name: str, panel: QWidget) -> None:
         """A panel just built (it draws the session's current trace itself, at once or when it is
