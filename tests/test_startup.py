@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import QSettings
@@ -17,7 +18,7 @@ from explorer.core.defaults import ASSETS, DEFAULT_CHECKPOINT, DEFAULT_MODEL
 from explorer.qt import dialogs as qt_dialogs
 from explorer.qt.main_window import STARTING_MENUS, MainWindow
 from explorer.qt.panels import PANELS, Lazy
-from explorer.qt.settings import LAST_DIR, WINDOW_GEOMETRY, WINDOW_STATE
+from explorer.qt.settings import LAST_DIR, NEXT_TOKEN_K, WINDOW_GEOMETRY, WINDOW_STATE
 from explorer_helpers import make_window
 from model.checkpoint import load_any
 from model.formats.refs import BuiltinRef, builtin_models
@@ -49,13 +50,44 @@ def test_the_starting_window_has_its_docks_and_a_status_line_then_finish_builds_
     window.docks["embeddings"].raise_()  # a tab brought forward before the panels exist: nothing to catch up
     window.finish()
     assert set(window.panels) == set(window.docks) and window.session is not None and window.acceptDrops()
-    assert all(dock.widget() is not None for dock in window.docks.values())
+    in_view = {"tokens", "generate", "next-token", "embeddings"}  # the panels tabbed behind are built when shown
+    assert set(window.panels.built()) == in_view
+    assert {name for name, dock in window.docks.items() if dock.widget() is not None} == in_view
     titles = [a.text() for a in window.menuBar().actions()]
     assert titles[0] == "&File" and titles[-1] == "&Help" and all(a.isEnabled() for a in window.menuBar().actions())
     window.files.open_default()
     assert window.session.checkpoint.path == DEFAULT_CHECKPOINT and window.model_note == ""
     assert window.status.text().startswith("tinystories-1L1H")  # the model's status replaced the start's
     window.close()
+
+
+def test_a_panel_tabbed_out_of_sight_is_built_when_its_dock_is_first_shown_and_draws_the_current_trace(
+        qtbot, settings, tiny_checkpoint):
+    NEXT_TOKEN_K.write(settings, 7)  # a panel reads its saved settings when it is built
+    window = MainWindow(settings=settings, starting=True)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    window.finish()
+    assert set(window.panels.built()) == {"tokens", "generate", "next-token", "attention"}
+    window.set_checkpoint(tiny_checkpoint)
+    window.session.set_text("the cat sat on the mat")
+    trace = window.session.trace
+    assert not window.panels.is_built("qkv") and window.docks["qkv"].widget() is None
+    window.show_panel("qkv")  # a click on its tab
+    assert window.panels.is_built("qkv") and window.docks["qkv"].widget() is not None
+    qkv = window.panels["qkv"]
+    assert qkv.is_shown() and np.allclose(qkv.heatmaps["q"].image.image, trace.blocks[0].q[0])
+    window.show_panel("formula")  # a lesson, drawn on its first showing
+    formula = window.panels["formula"]
+    assert formula.is_shown() and formula.steps.position == trace.n_tokens - 1
+    assert np.allclose(formula.steps.out, trace.blocks[0].head_out[0, -1], atol=1e-6)
+    why = window.panels["why"]  # looked up, not shown: built now, drawn when shown
+    assert window.panels.is_built("why") and not why.is_shown()
+    assert set(window.panels.built()) == {"tokens", "qkv", "attention", "next-token", "generate", "formula", "why"}
+    assert window.panels["next-token"].k_wanted == 7
+    window.close()
+    assert not window.panels.is_built("map")  # saving the settings built nothing
 
 
 def test_a_starting_window_closed_before_it_is_finished_saves_its_layout(qtbot, settings):

@@ -2,7 +2,9 @@
 
 This module imports nothing that needs torch at its top: ``MainWindow(starting=True)`` is the window
 with its docks (empty), layout and status bar, shown while torch is imported; :meth:`MainWindow.finish`
-then imports the panels, the session and the File menu's actions (which need torch) and builds them.
+then imports the session and the File menu's actions (which need torch) and builds the panels in view.
+A panel tabbed out of sight (most of them) is built when its dock is first shown, or when code looks it
+up in :attr:`MainWindow.panels` (a :class:`~explorer.qt.panels.PanelMap`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QWidget
 import transformer_explorer_assets as shipped
 from explorer.qt.widgets.status_line import StatusLine
 from explorer.qt.widgets.panel_scroll import panel_scroll
-from explorer.qt.panels import PANELS
+from explorer.qt.panels import PANELS, PanelMap
 from explorer.qt.settings import WINDOW_GEOMETRY, WINDOW_STATE
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ def default_settings() -> QSettings:
 class MainWindow(QMainWindow):
     """Docks for every panel in :data:`explorer.qt.panels.PANELS`, the File, View and Help menus, a status
     bar; what the File menu does is :attr:`files` (:class:`~explorer.qt.files.actions.FileActions`).
+    :attr:`panels` builds each panel when its dock is first shown or it is first looked up.
 
     Parameters
     ----------
@@ -61,7 +64,8 @@ class MainWindow(QMainWindow):
         self.files = None  # the File menu's FileActions, from finish()
         self.settings = settings or default_settings()
         self.model_note = ""  # why the model shown is not a file (the seeded random model), for the title
-        self.panels: dict[str, QWidget] = {}
+        self.panels = PanelMap()  # by name; each built when first shown or looked up (empty until finish)
+        self._in_view: set[str] = set()  # the docks in view (shown, their tab in front), by name
         self.docks: dict[str, QDockWidget] = {}
         self._current_panel = "attention"
         self._panel_pending: str | None = None  # show_panel before the window was shown
@@ -79,8 +83,8 @@ class MainWindow(QMainWindow):
             self.finish(session)
 
     def finish(self, session: Session | None = None) -> None:
-        """Build what needs torch: the session (created when not given), the panels in their docks,
-        the menus and the status bar's links; then each panel's saved settings."""
+        """Build what needs torch: the session (created when not given), the panels whose docks are in
+        view (the others when first shown or looked up), the menus and the status bar's links."""
         from explorer.qt.files.actions import FileActions
         from explorer.qt.session import Session
         from explorer.qt.widgets.interventions_status import InterventionsStatus
@@ -99,13 +103,10 @@ class MainWindow(QMainWindow):
         self.session.sig_panel_requested.connect(self.show_panel)
         QApplication.instance().focusChanged.connect(self._on_app_focus_changed)
         self.setAcceptDrops(True)
-        for panel in self.panels.values():
-            if hasattr(panel, "restore_settings"):
-                panel.restore_settings(self.settings)
 
     # ---- construction --------------------------------------------------------------------------
     def _build_docks(self) -> None:
-        """One dock per registered panel, empty until :meth:`_build_panels`, in the default layout."""
+        """One dock per registered panel, empty until its panel is built, in the default layout."""
         for name, title, _factory in PANELS:
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock-{name}")
@@ -114,11 +115,18 @@ class MainWindow(QMainWindow):
         self.default_layout()
 
     def _build_panels(self) -> None:
-        """Each registered panel (imported now: they need torch), in its dock."""
-        for name, _title, factory in PANELS:
-            panel = factory(self.session)
-            self.docks[name].setWidget(panel_scroll(panel))
-            self.panels[name] = panel
+        """The panels whose docks are in view now (imported now: they need torch); the others are
+        built when their docks are first shown (:meth:`_on_dock_visibility_changed`) or looked up."""
+        self.panels.open(self.session, self._on_panel_built)
+        for name in [n for n in self.docks if n in self._in_view]:
+            self.panels[name]  # looking it up builds it
+
+    def _on_panel_built(self, name: str, panel: QWidget) -> None:
+        """A panel just built (it draws the session's current trace itself, at once or when it is
+        first shown, as a panel of ``--screenshot --panel`` does): into its dock, its settings read."""
+        self.docks[name].setWidget(panel_scroll(panel))
+        if hasattr(panel, "restore_settings"):
+            panel.restore_settings(self.settings)
 
     def default_layout(self) -> None:
         """The text over next token (model tabbed) on the left; on the right, the full height for one
@@ -195,7 +203,8 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         if "generate" in self.panels:
             generate_menu = self.menuBar().addMenu("&Generate")
-            self._action(generate_menu, "&Generate / Stop", self.panels["generate"].toggle, QKeySequence("Ctrl+G"))
+            self._action(generate_menu, "&Generate / Stop", lambda: self.panels["generate"].toggle(),
+                         QKeySequence("Ctrl+G"))
         view_menu = self.menuBar().addMenu("&View")
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())
@@ -297,15 +306,17 @@ class MainWindow(QMainWindow):
             self._current_panel = name
 
     def _on_dock_visibility_changed(self, name: str, visible: bool) -> None:
+        (self._in_view.add if visible else self._in_view.discard)(name)
         if not visible or name not in self.panels:  # hidden, or still the starting frame's empty dock
             return
-        if hasattr(self.panels[name], "catch_up"):  # a tab was brought to the front
-            self.panels[name].catch_up()
+        panel = self.panels[name]  # built now if this is the first time its dock is shown
+        if hasattr(panel, "catch_up"):  # a tab was brought to the front
+            panel.catch_up()
         if self.docks[name].isActiveWindow():
             self._current_panel = name
 
     def _on_app_focus_changed(self, _old, new) -> None:
-        for name, panel in self.panels.items():
+        for name, panel in self.panels.built().items():
             if new is not None and (new is panel or panel.isAncestorOf(new)):
                 self._current_panel = name
                 return
@@ -324,7 +335,7 @@ class MainWindow(QMainWindow):
         """Remember the window's geometry, dock layout and each panel's settings."""
         WINDOW_GEOMETRY.write(self.settings, self.saveGeometry())
         WINDOW_STATE.write(self.settings, self.saveState())
-        for panel in self.panels.values():
+        for panel in self.panels.built().values():  # one never built has its saved settings unchanged
             if hasattr(panel, "save_settings"):
                 panel.save_settings(self.settings)
         self.settings.sync()

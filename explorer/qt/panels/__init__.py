@@ -5,11 +5,13 @@ Each entry is ``(name, title, factory)``: ``name`` is what ``--screenshot --pane
 append one entry to :data:`PANELS` with ``Lazy("explorer.qt.panels.MODULE", "ClassName")`` as its
 factory. The panels import torch; the lazy factory imports a panel's module only when the first
 one is built, so that the main window can show its docks (and the command line read its panel
-names) before torch has been imported.
+names) before torch has been imported. The window holds its panels in a :class:`PanelMap`, which
+builds each one the first time it is looked up (its dock first shown, or code asking for it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from importlib import import_module
 
 
@@ -65,3 +67,63 @@ PANELS = [
 def panel_names() -> list[str]:
     """The names of every registered panel, in order."""
     return [name for name, _, _ in PANELS]
+
+
+class PanelMap(Mapping):
+    """The window's panels by registry name, in :data:`PANELS` order, each built the first time it is
+    looked up: ``panels["why"]`` builds the Why panel then (about 0.1–0.25 s for a lesson), so that
+    the panels tabbed out of sight cost nothing at start-up.
+
+    Empty until :meth:`open`. ``in``, ``len`` and iterating over the names never build a panel;
+    ``values()``, ``items()`` and ``get`` look every (or that) panel up and so build it, which is
+    what a walk over all the panels wants. :meth:`built` gives only those built so far (what the
+    window saves the settings of, or looks for the focus in).
+    """
+
+    def __init__(self) -> None:
+        self._factories: dict[str, Callable] = {}
+        self._session = None
+        self._on_built: Callable[[str, object], None] | None = None
+        self._built: dict[str, object] = {}
+
+    def open(self, session, on_built: Callable[[str, object], None], registry=None) -> None:
+        """Make every panel of ``registry`` (default :data:`PANELS`) available, built for ``session``
+        when first looked up; ``on_built(name, panel)`` is called then, once per panel (the window
+        puts it in its dock there). The panel is in the map before ``on_built`` runs, so that a
+        look-up made meanwhile (its dock's visibility changing) finds it and does not build it twice."""
+        self._factories = {name: factory for name, _title, factory in (registry or PANELS)}
+        self._session, self._on_built = session, on_built
+
+    def __getitem__(self, name: str):
+        """The panel ``name``, built now if it was not.
+
+        Raises
+        ------
+        KeyError
+            When no panel of that name is registered (or before :meth:`open`).
+        """
+        panel = self._built.get(name)
+        if panel is None:
+            panel = self._built[name] = self._factories[name](self._session)
+            self._on_built(name, panel)
+        return panel
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._factories)
+
+    def __len__(self) -> int:
+        return len(self._factories)
+
+    def is_built(self, name: str) -> bool:
+        """True once the panel ``name`` has been built."""
+        return name in self._built
+
+    def built(self) -> dict[str, object]:
+        """The panels built so far, by name, in registry order (none is built by this)."""
+        return {name: self._built[name] for name in self._factories if name in self._built}
+
+    def __repr__(self) -> str:
+        return f"PanelMap(built={list(self.built())}, registered={len(self)})"

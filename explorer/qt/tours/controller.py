@@ -140,7 +140,7 @@ class TourController(QObject):
         return f"This step is about {step.model.text}, which could not be opened: the numbers are the loaded model's."
 
     def _leave_step(self) -> None:
-        map_panel = self.window.panels.get("map")
+        map_panel = self.window.panels.built().get("map")  # one never built has nothing outlined
         if map_panel is not None and hasattr(map_panel, "set_highlight"):
             map_panel.set_highlight(None)
         for hm in self._cells:

@@ -14,7 +14,9 @@ class ExplainTarget(QObject):
     sig_target_changed = Signal()
     """The target changed (``target`` holds it)."""
     sig_show_requested = Signal()
-    """A panel asked for the target to be explained now: the Why panel brings itself forward."""
+    """A panel asked for the target to be explained now: the Why panel brings its first tab forward
+    (its dock is shown by the window, through :meth:`Session.request_panel
+    <explorer.qt.session.Session.request_panel>`, which builds the panel if it was not yet)."""
 
     def __init__(self, session) -> None:
         super().__init__(session)
@@ -40,6 +42,8 @@ class ExplainTarget(QObject):
             self.sig_target_changed.emit()
 
     def explain(self, token_id: int) -> None:
-        """Choose ``token_id`` and ask for the Why panel to be shown (the next-token panel's "Explain")."""
+        """Choose ``token_id`` and ask for the Why panel to be shown (the next-token panel's "Explain"):
+        its dock first (the panel may not exist before it is first shown), then its first tab."""
         self.set_target(token_id)
+        self.parent().request_panel("why")
         self.sig_show_requested.emit()

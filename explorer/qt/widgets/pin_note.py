@@ -25,6 +25,7 @@ class PinNote(QLabel):
         self.setToolTip("every panel shows the pinned token; Esc, or a second click on it, releases it")
         session.sig_selection_changed.connect(self.refresh)
         session.sig_trace_changed.connect(self.refresh)
+        self.hide()  # until something is pinned: not shown with its panel (one built into a shown dock)
         self.refresh()
 
     def refresh(self) -> None:

@@ -18,7 +18,6 @@ import numpy as np
 from PySide6.QtCore import QSignalBlocker
 from PySide6.QtWidgets import (
     QComboBox,
-    QDockWidget,
     QDoubleSpinBox,
     QHBoxLayout,
     QLabel,
@@ -172,13 +171,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.session.set_interventions(None)
 
     def _on_target_show_requested(self) -> None:
-        """Bring this panel's dock forward (the next-token panel asked to explain a token)."""
-        widget = self.parentWidget()
-        while widget is not None and not isinstance(widget, QDockWidget):
-            widget = widget.parentWidget()
-        if widget is not None:
-            widget.show()
-            widget.raise_()
+        """The first tab forward (the next-token panel asked to explain a token; the window has
+        brought this panel's dock forward: :meth:`ExplainTarget.explain`)."""
         self.tabs.setCurrentIndex(0)
 
     def _on_session_model_changed(self) -> None:
