@@ -171,7 +171,7 @@ class ParameterPlot(pg.PlotWidget):
         plot.showGrid(x=True, y=True, alpha=0.2)
         # The legend in a row of the plot's own layout under its bottom axis, not on the curves: in a
         # short dock (1,280 x 720) a legend inside covered half of every line.
-        legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, colCount=2, brush=theme.plot_background(self),
+        legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, colCount=1, brush=theme.plot_background(self),
                                labelTextColor=theme.plot_text(self))
         plot.layout.addItem(legend, 4, 1)
         plot.legend = legend  # plot(name=...) adds its entry here
