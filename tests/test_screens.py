@@ -160,6 +160,40 @@ def test_a_legend_over_the_curve_is_found(qtbot):
     assert legend.isVisible() and [f.kind for f in check_legends(root)] == ["legend"]
 
 
+def test_a_legend_over_a_bar_is_found_and_one_beside_the_bars_is_not(qtbot):
+    """Bars are drawn data too (the positional lesson's legend sat on its reordered bars)."""
+    def bars(y_of_long_bar: float) -> pg.PlotWidget:
+        plot = pg.PlotWidget(background="#ffffff")
+        plot.setFixedSize(300, 200)
+        plot.addLegend(offset=(-5, -5))  # the bottom right corner
+        plot.addItem(pg.BarGraphItem(x0=[0, 0], y=[y_of_long_bar, 0.5], height=0.1, width=[0.95, 0.1],
+                                     brush="#4477aa", name="bars"))
+        return plot
+
+    low, high = bars(0.05), bars(0.95)  # a long bar at the bottom (under the legend), or at the top
+    root = _shown(qtbot, low, high)
+    for plot in (low, high):
+        plot.getPlotItem().getViewBox().setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+    qtbot.waitUntil(lambda: low.getPlotItem().legend.sceneBoundingRect().width() > 10)
+    found = check_legends(root)
+    assert [f.kind for f in found] == ["legend"] and "1 of 2 bars" in found[0].detail
+    assert not check_legends(_shown(qtbot, high))
+
+
+def test_a_plot_wider_than_its_view_is_found(qtbot):
+    """A plot whose least width (long axis labels) is more than its view has runs out of the view:
+    its right part is not drawn, although its title fits."""
+    wide = pg.PlotWidget(title="ok")
+    wide.setFixedSize(160, 150)
+    wide.getPlotItem().setMinimumWidth(260)
+    fits = pg.PlotWidget(title="ok")
+    fits.setFixedSize(300, 150)
+    root = _shown(qtbot, wide, fits)
+    qtbot.waitUntil(lambda: wide.getPlotItem().sceneBoundingRect().width() >= 259)
+    found = check_plot_titles(root)
+    assert [f.kind for f in found] == ["cut"] and "not drawn" in found[0].detail
+
+
 def test_a_token_map_needs_room_per_row_and_a_weight_matrix_a_pixel_per_row(qtbot):
     def heatmap(rows: int, height: int) -> pg.PlotWidget:
         plot = pg.PlotWidget(background="#ffffff")

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPalette, QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QAbstractScrollArea, QLabel, QTabBar, QToolButton, QWidget
 
@@ -104,9 +104,17 @@ def check_tab_titles(root: QWidget) -> list[Finding]:
 
 
 def check_plot_titles(root: QWidget) -> list[Finding]:
-    """A plot's title wider than its plot, or reaching out of its view (pyqtgraph draws it cut, no tooltip)."""
+    """A plot's title wider than its plot, or reaching out of its view (pyqtgraph draws it cut, no
+    tooltip); or the plot itself wider than its view (its least width, axis labels and legend, more
+    than the view has: its right part, bars, ticks and legend with it, is not drawn)."""
     out = []
     for view, plot in plots_in(root):
+        seen = view.mapToScene(view.viewport().rect()).boundingRect()
+        whole = plot.sceneBoundingRect()
+        if whole.right() > seen.right() + 1 or whole.left() < seen.left() - 1:
+            out.append(Finding("cut", _plot_name(plot), f"the plot is {whole.width():.0f} px wide and its view "
+                               f"{seen.width():.0f}: {max(whole.right() - seen.right(), seen.left() - whole.left()):.0f} px of it not drawn"))
+            continue
         title = plot.titleLabel
         if title is None or not title.isVisible() or not title.text:
             continue
@@ -195,8 +203,40 @@ def _scene_points(item) -> np.ndarray:
     return np.stack([sx, sy], axis=1)
 
 
+def _bar_rects(item: pg.BarGraphItem) -> list[QRectF]:
+    """The drawn bars of ``item``, in scene coordinates (pyqtgraph's rule: x0 = x - width / 2 and
+    x1 = x0 + width unless given; y0 = y - height / 2, or 0 without y, and y1 = y0 + height)."""
+    o = item.opts
+
+    def get(name):
+        v = o.get(name)
+        return None if v is None else np.asarray(v, dtype=float)
+
+    def edges(c, lo, hi, size, zero_without_centre):
+        if lo is None:
+            if size is None:
+                return None, None
+            lo = c - size / 2.0 if c is not None else (np.zeros_like(size) if zero_without_centre else None)
+        if lo is None:
+            return None, None
+        if hi is None:
+            hi = lo + size if size is not None else None
+        return lo, hi
+
+    x0, x1 = edges(get("x"), get("x0"), get("x1"), get("width"), False)
+    y0, y1 = edges(get("y"), get("y0"), get("y1"), get("height"), True)
+    if x0 is None or x1 is None or y0 is None or y1 is None:
+        return []
+    x0, x1, y0, y1 = np.broadcast_arrays(x0, x1, y0, y1)
+    t = item.sceneTransform()
+    return [t.mapRect(QRectF(QPointF(min(a, b), min(c, d)), QPointF(max(a, b), max(c, d))))
+            for a, b, c, d in zip(x0.ravel(), x1.ravel(), y0.ravel(), y1.ravel())
+            if np.isfinite([a, b, c, d]).all() and a != b and c != d]
+
+
 def check_legends(root: QWidget) -> list[Finding]:
-    """A legend drawn over a plotted point of its plot (legend rect vs the curves' points, in scene coordinates)."""
+    """A legend drawn over a plotted point or bar of its plot (legend rect vs the curves' points and
+    the bars' rectangles, in scene coordinates)."""
     out = []
     for _view, plot in plots_in(root):
         legend = plot.legend
@@ -204,6 +244,14 @@ def check_legends(root: QWidget) -> list[Finding]:
             continue
         box, vb = legend.sceneBoundingRect(), plot.getViewBox().sceneBoundingRect()
         for item in _data_items(plot):
+            if isinstance(item, pg.BarGraphItem):
+                bars = [r.intersected(vb) for r in _bar_rects(item)]
+                bars = [r for r in bars if r.width() > 0.5 and r.height() > 0.5]
+                covered = [r for r in bars if r.intersected(box).width() > 0.5 and r.intersected(box).height() > 0.5]
+                if covered:
+                    out.append(Finding("legend", _plot_name(plot), f"legend covers {len(covered)} of {len(bars)} "
+                                       f"bars of {_item_name(item)!r}"))
+                continue
             pts = _scene_points(item)
             inside_vb = ((pts[:, 0] >= vb.left()) & (pts[:, 0] <= vb.right()) & (pts[:, 1] >= vb.top())
                          & (pts[:, 1] <= vb.bottom())) if pts.size else np.zeros(0, bool)
