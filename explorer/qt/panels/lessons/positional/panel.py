@@ -11,6 +11,7 @@ depend on offsets only.
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 
 import numpy as np
@@ -136,14 +137,17 @@ class PositionalPanel(RefreshWhenShown, QWidget):
                 self.maps[pe, reordered] = hm
                 self.grid.addWidget(hm, row, col + 1)
             view = pg.GraphicsLayoutWidget()
-            view.setMinimumSize(120, 120)
+            view.setMinimumSize(120, 120)  # wider when its labels need it: _fit_bar_view
             plot = view.addPlot(title="next token", axisItems={"left": LabelAxis("left")})
             view.setToolTip(f"next-token probabilities at the last position, PE {'on' if pe else 'off'}")
             plot.invertY(True)
             plot.setMouseEnabled(False, False)
             plot.setMenuEnabled(False)
             plot.hideButtons()
-            plot.addLegend(offset=(-5, -5))
+            # The legend in a row of the plot's own layout under its axis, not over the bars (in the
+            # view's corner it covered the reordered bars, which are long where the original's are short).
+            plot.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6)
+            plot.layout.addItem(plot.legend, 4, 1)  # plot(name=...) and BarGraphItem(name=...) entries go here
             for reordered, colour in ((False, "#4477aa"), (True, "#ee8833")):
                 bars = pg.BarGraphItem(x0=[], y=[], height=BAR_H, width=[], brush=colour,
                                        name="reordered" if reordered else "original")
@@ -151,6 +155,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
                 self.bars[pe, reordered] = bars
             style_plots(view, [plot], self)  # ground, text, bars and legend read in either theme
             self.bar_plots[pe] = plot
+            plot.geometryChanged.connect(lambda plot=plot: self._fit_bar_view(plot))  # its axis grew to its labels
             self.grid.addWidget(view, row, 3)
         for c in (1, 2, 3):
             self.grid.setColumnStretch(c, 1)
@@ -368,10 +373,21 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.bars[pe, True].setOpts(x0=np.zeros(len(ids)), y=ys + BAR_H / 2, width=pb, height=BAR_H)
         ticks = [(y, f"{token_label(self._token_name(i), 9)} {p:.3f}/{q:.3f}") for y, i, p, q in zip(ys, ids, pa, pb)]
         plot.getAxis("left").setTicks([ticks, []])
+        self._fit_bar_view(plot)
         top = max(float(c.run(True, False).top_probs.max()), float(c.run(True, True).top_probs.max()),
                   float(c.run(False, False).top_probs.max()), float(c.run(False, True).top_probs.max()))
         plot.setRange(xRange=(0, top * 1.05), yRange=(-0.5, max(len(ids), 1) - 0.5), padding=0)
         settle_view(plot.getViewBox())  # the range applied now, not in a first paint that paints again
+
+    @staticmethod
+    def _fit_bar_view(plot) -> None:
+        """The bar plot's view at least as wide as the plot's least width (its labels, "token p/p'",
+        and its legend): narrower, the plot ran out of the view and its long bars were not drawn."""
+        view = plot.getViewWidget()
+        least = view.centralWidget.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()  # the plot and its margins
+        need = max(120, math.ceil(least) + 2 * view.frameWidth())
+        if view.minimumWidth() != need:
+            view.setMinimumWidth(need)
 
     def _fill_table(self, c: positional.OrderComparison, tokens: list[str]) -> None:
         n = len(tokens)
