@@ -24,6 +24,9 @@ MAX_CACHED = 4096  # label layouts kept per axis (a new vocabulary's words repla
 AREA_MARGIN_PX = 2  # a label's glyphs may reach this far past its layout (repainted with it)
 TITLE_SHARE = 0.8  # pyqtgraph reserves this share of an axis title's height (its bounding rect overestimates)
 
+#: Label widths in px by font key (QFont.key()): the metrics and each label's width, for every axis.
+_WIDTHS: dict[str, tuple[QFontMetricsF, dict[str, float]]] = {}
+
 
 class LabelAxis(pg.AxisItem):
     """A pyqtgraph ``AxisItem`` whose explicit tick labels are painted from cached static text.
@@ -41,7 +44,6 @@ class LabelAxis(pg.AxisItem):
         super().__init__(orientation, **kwargs)
         self._static: dict[str, QStaticText] = {}
         self._static_font: QFont | None = None
-        self._widths: dict[str, float] = {}  # label_width's answers (asked for every label per keystroke)
         self.vertical = False  # labels of a top/bottom axis turned to read upwards
 
     def set_vertical(self, on: bool) -> None:
@@ -73,12 +75,12 @@ class LabelAxis(pg.AxisItem):
 
     def setTickFont(self, font) -> None:  # noqa: N802 (pyqtgraph API)
         super().setTickFont(font)
-        self._static, self._widths = {}, {}
+        self._static = {}
 
     def setStyle(self, **kwargs) -> None:  # noqa: N802 (pyqtgraph API)
         super().setStyle(**kwargs)
         if "tickFont" in kwargs:
-            self._static, self._widths = {}, {}
+            self._static = {}
 
     def static_text(self, text: str, font: QFont) -> QStaticText:
         """The laid-out label ``text`` in ``font`` (cached; the cache is cleared on a font change)."""
@@ -88,7 +90,7 @@ class LabelAxis(pg.AxisItem):
     def _check_font(self, font: QFont) -> None:
         """Forget the cached layouts when they were made in another font (or are too many)."""
         if font != self._static_font or len(self._static) >= MAX_CACHED:
-            self._static, self._static_font, self._widths = {}, QFont(font), {}
+            self._static, self._static_font = {}, QFont(font)
 
     def _laid_out(self, text: str, font: QFont) -> tuple[QStaticText, float, float]:
         """(static text, width, height) of a label in ``font`` (cached; :meth:`_check_font` first)."""
@@ -102,20 +104,32 @@ class LabelAxis(pg.AxisItem):
         return entry
 
     def label_width(self, text: str) -> float:
-        """Width in px of ``text`` drawn as a label of this axis (measured once, then cached).
+        """Width in px of ``text`` drawn as a label of this axis (:meth:`widest_label` of one)."""
+        return self.widest_label((text,))
 
-        Measured with font metrics, not laid out: an axis of 1,024 new labels (a pasted text in a
-        1,024-token model) is measured for its width on every update, but only the few labels
-        that fit are drawn (laying out all as QStaticText cost 35 ms a heatmap).
+    def widest_label(self, labels) -> float:
+        """Width in px of the widest of ``labels`` drawn as labels of this axis (0 for none).
+
+        Measured with font metrics, not laid out, once per label and font for every axis of the
+        app (:data:`_WIDTHS`): an axis of 1,024 new labels (a pasted text in a 1,024-token model)
+        is measured for its width on every update, but only the few labels that fit are drawn
+        (laying out all as QStaticText cost 35 ms a heatmap), and the row and column axes of
+        both attention maps measure the same tokens (four times 1,024 measures: about 20 ms).
         """
-        width = self._widths.get(text)
-        if width is None:
-            font = self.style["tickFont"] or QFont()
-            if getattr(self, "_metrics_font", None) != font or len(self._widths) >= MAX_CACHED:
-                self._widths, self._metrics_font, self._metrics = {}, QFont(font), QFontMetricsF(font)
-            width = self._metrics.horizontalAdvance(text)
-            self._widths[text] = width
-        return width
+        font = self.style["tickFont"] or QFont()
+        key = font.key()
+        table = _WIDTHS.get(key)
+        if table is None or len(table[1]) >= MAX_CACHED * 4:
+            table = _WIDTHS[key] = (QFontMetricsF(font), {})
+        metrics, widths = table
+        best = 0.0
+        for text in labels:
+            width = widths.get(text)
+            if width is None:
+                width = widths[text] = metrics.horizontalAdvance(text)
+            if width > best:
+                best = width
+        return best
 
     def paint(self, p: QPainter, opt, widget) -> None:  # noqa: D102 (QGraphicsItem API)
         if self._tickLevels is None or self.orientation not in ("left", "right", "top", "bottom"):

@@ -48,7 +48,9 @@ def text_width(axis: pg.AxisItem, text: str, fm: QFontMetrics) -> float:
 
 def widest(axis: pg.AxisItem, labels: Sequence[str], fm: QFontMetrics) -> float:
     """The widest of ``labels`` in px (0 for none)."""
-    return max((text_width(axis, t, fm) for t in labels), default=0.0)
+    if isinstance(axis, LabelAxis):
+        return axis.widest_label(labels)
+    return max((fm.horizontalAdvance(t) for t in labels), default=0.0)
 
 
 def widen_axis(axis: pg.AxisItem, labels: Sequence[str] | None, fm: QFontMetrics) -> None:

@@ -224,8 +224,10 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         self.head_box.valueChanged.connect(session.set_head)
         self._all_heads_wanted = False  # the user's choice, kept while a one-head model greys the box
         self.head_scores = HeadScores()  # the selected head's scores, updated from the first new row
-        self._drawn: tuple | None = None  # (trace serial, layer, head) the scores show
-        self._weights_drawn: tuple | None = None  # ... and the weights (drawn a turn later while paced)
+        self._drawn: tuple | None = None  # (trace serial, layer, head) of the scores computed
+        self._scores: tuple = ()  # (scores, levels, blank) of them, for the map (a turn later while paced)
+        self._scores_drawn: tuple | None = None  # (trace serial, layer, head) the scores map shows
+        self._weights_drawn: tuple | None = None  # ... and the weights map
         self._labels: tuple[list, list] = ([], [])  # (query, key) labels of the maps
         self._mosaic: tuple[Mosaic, int] | None = None  # the grid's thumbnails and their trace's serial
         self.all_heads.toggled.connect(self._on_all_heads_clicked)
@@ -343,7 +345,7 @@ class AttentionPanel(RefreshWhenShown, QWidget):
         if trace is None or trace.n_tokens == 0:
             self.scores.clear()
             self.weights.clear()
-            self._drawn = self._weights_drawn = None
+            self._drawn = self._scores_drawn = self._weights_drawn = None
             self._request_mosaic()
             self.sink.setText("")
             self.sink_text.setText("")
@@ -369,29 +371,45 @@ class AttentionPanel(RefreshWhenShown, QWidget):
 
     def _draw_maps(self, trace) -> None:
         """The selected head's scores, computed only for the rows that changed since they were
-        drawn (:class:`~explorer.core.head_maps.HeadScores`), then its weights: in a later
-        event-loop turn while the model is slow (two 1,024 x 1,024 maps are ~100 ms)."""
+        computed last (:class:`~explorer.core.head_maps.HeadScores`), then drawn, then its
+        weights: each in a later event-loop turn while the model is slow (at T = 1,024 the
+        scores, their map and its first-token line made one turn of 60 to 90 ms)."""
         s = self.session
         lt = trace.blocks[s.layer]
-        unchanged = self._unchanged(self._drawn)
-        scores, levels = self.head_scores.update(lt, s.layer, s.head, unchanged)
+        scores, levels = self.head_scores.update(lt, s.layer, s.head, self._unchanged(self._drawn))
         self._labels = (axis_labels(s.tokens), [f"{j} {token_label(t, 8)}" for j, t in enumerate(s.tokens)])
         # Blank by design: the masked cells (attn_mask: True = may attend); in a trace whose values
         # are all numbers every cell that is not one is masked (and no (T, T) mask is negated).
         blank = True if trace.nonfinite is None else ~lt.attn_mask
-        self.scores.set_data(scores, levels, *self._labels, blank=blank, unchanged_rows=unchanged)
-        self._drawn = (s.trace_serial, s.layer, s.head)
-        self._show_sink(trace, s.layer, s.head, scores)
-        if self._pacer is not None and self._pacer.active:
-            self._pacer.call_later(self, self._draw_weights)
-        else:
-            self._draw_weights()
+        self._drawn, self._scores = (s.trace_serial, s.layer, s.head), (scores, levels, blank)
+        for piece in (self._draw_scores, self._draw_weights):
+            if self._pacer is not None and self._pacer.active:
+                self._pacer.call_later(self, piece)
+            else:
+                piece()
+
+    def _current(self, drawn: tuple | None) -> bool:
+        """Whether a map showing ``drawn`` must be drawn again from the scores computed last (for
+        the session's trace)."""
+        return self._drawn is not None and self._drawn != drawn and self._drawn[0] == self.session.trace_serial
+
+    def _draw_scores(self) -> None:
+        """The map of the scores computed last, and the first-token line (if the trace is still the session's)."""
+        if not self._current(self._scores_drawn):
+            return
+        s = self.session
+        scores, levels, blank = self._scores
+        self.scores.set_data(scores, levels, *self._labels, blank=blank,
+                             unchanged_rows=self._unchanged(self._scores_drawn))
+        self._scores_drawn = self._drawn
+        self.scores.set_selected_row(s.position, s.hover)
+        self._show_sink(s.trace, s.layer, s.head, scores)
 
     def _draw_weights(self) -> None:
         """The weights of the head whose scores are shown (if the trace is still the session's)."""
-        s = self.session
-        if self._drawn is None or self._drawn == self._weights_drawn or self._drawn[0] != s.trace_serial:
+        if not self._current(self._weights_drawn):
             return
+        s = self.session
         weights = s.trace.blocks[s.layer].attn_weights[s.head]  # (T, T)
         self.weights.set_data(weights, WEIGHT_LEVELS, *self._labels, blank=False,
                               unchanged_rows=self._unchanged(self._weights_drawn))
