@@ -194,6 +194,30 @@ def test_sink_facts_are_the_trace_s_numbers(tiny_tokenizer):
     assert f"{f.mean_weight:.2f}" in text and f"{f.even_weight:.2f}" in text
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_sink_facts_match_the_formulas_written_out_whole(tiny_tokenizer, causal):
+    """The first-token facts, read in place from the trace's arrays, equal the formulas computed
+    on (T, T) float64 copies with every mask cell written out (without the causal mask too)."""
+    ckpt = make_tiny_checkpoint(tiny_tokenizer, n_layers=1, n_heads=2, context_length=16)
+    tr = ckpt.model.trace(tiny_tokenizer.encode("the cat sat on the mat . the dog").ids, causal=causal)
+    lt = tr.blocks[0]
+    for head in range(2):
+        f = sink_facts(tr, 0, head)
+        w = lt.attn_weights[head].astype(np.float64)[1:]
+        scores = lt.head_attn_scores(head).astype(np.float64)[1:]
+        allowed = np.asarray(lt.attn_mask, bool)[1:]
+        others = allowed.copy()
+        others[:, 0] = False
+        mean_others = np.where(others, scores, 0.0).sum(1) / np.maximum(others.sum(1), 1)
+        rows = allowed[:, 0] & (others.sum(1) > 0)
+        norms = np.linalg.norm(lt.v[lt.kv_head(head)].astype(np.float64), axis=1)
+        parts = w * norms[None, :]
+        assert f.score_gap == pytest.approx(float((scores[:, 0] - mean_others)[rows].mean()), abs=1e-5)
+        assert f.output_share == pytest.approx(float(np.mean(parts[:, 0] / parts.sum(1))), rel=1e-5)
+        assert f.even_weight == pytest.approx(float(np.mean(allowed[:, 0] / allowed.sum(1))))
+        assert f.mean_weight == pytest.approx(float(w[:, 0].mean()))
+
+
 def test_a_sink_is_explained_with_how_much_reaches_the_output(tiny_tokenizer):
     """A head made to attend to the first token: the paragraph names the sink and the value norms."""
     import torch
