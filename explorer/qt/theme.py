@@ -115,6 +115,18 @@ def readable(colour, ground: QColor, ratio: float = CURVE_CONTRAST, towards: QCo
     a dark one) to reach ``ratio`` (WCAG 2) against ``ground``; the colour itself when it does already.
     Keeps a curve's hue where it can: #1f5fa8 on #1e1e1e (2.6:1) becomes a lighter blue."""
     colour, ground = QColor(colour), QColor(ground)
+    key = (colour.rgba(), ground.rgba(), ratio, None if towards is None else QColor(towards).rgba())
+    if key not in _READABLE:  # (asked for every bar and curve colour on every keystroke)
+        if len(_READABLE) > 4096:
+            _READABLE.clear()
+        _READABLE[key] = _readable(colour, ground, ratio, towards).rgba()
+    return QColor.fromRgba(_READABLE[key])
+
+
+_READABLE: dict[tuple, int] = {}  # readable's answers
+
+
+def _readable(colour: QColor, ground: QColor, ratio: float, towards) -> QColor:
     if contrast_ratio(colour, ground) >= ratio:
         return colour
     if towards is None:
