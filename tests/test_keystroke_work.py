@@ -1,5 +1,5 @@
-"""What a keystroke does, and where (issue 28): typing into a slow model shows each trace that
-finishes; the first edit after a model opened on a long text computes its new row and copies
+"""What a keystroke does, and where (issue 28): typing into a slow model shows the newest text's
+trace one trace after the last key, and a result at least every RESULT_EVERY_MS; the first edit after a model opened on a long text computes its new row and copies
 nothing; the Training panel's snapshot traces never run on the GUI thread; a keystroke repaints
 neither the window's ground nor the status bar. No timing is asserted: what is counted is work
 and paints, which do not depend on the machine's speed."""
@@ -35,27 +35,68 @@ class _Gate:
 
         monkeypatch.setattr(model, "trace", gated)
 
+    def open(self) -> None:
+        """Let every trace through from now on (a failed test must not leave the worker waiting)."""
+        for _ in range(100):
+            self.release.release()
 
-def test_typing_faster_than_the_model_shows_each_trace_that_finishes(qtbot, monkeypatch, tiny_checkpoint):
-    """Each trace that finishes while newer text waits is shown (the newest traced text): while
-    someone types faster than the model, the panels follow instead of staying empty until the
-    typing stops; the newest text's trace follows, and an older one never replaces a newer."""
+
+def _typing_over_a_running_trace(qtbot, monkeypatch, checkpoint, since_last_result_s: float):
+    """Type "the", then, while its trace runs on the worker, "the cat" and "the cat sat", with the
+    last result shown ``since_last_result_s`` ago on the scheduler's clock. Returns the session and
+    the T of each trace shown after "the" was typed (None for no trace)."""
+    import types
+
+    import explorer.qt.scheduling.scheduler
+
+    now = [0.0]
+    monkeypatch.setattr(explorer.qt.scheduling.scheduler, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     s = Session(compute_mode="async")
-    s.set_checkpoint(tiny_checkpoint)
+    s.set_checkpoint(checkpoint)
     qtbot.waitUntil(lambda: not s.busy and s.trace is not None)  # the empty text's trace, before the gate
-    gate = _Gate(monkeypatch, tiny_checkpoint.model)
+    gate = _Gate(monkeypatch, checkpoint.model)
     shown = []
     s.sig_trace_changed.connect(lambda: shown.append(s.trace.n_tokens if s.trace is not None else None))
     s.set_text("the")
     qtbot.waitUntil(lambda: gate.waiting.acquire(blocking=False))  # "the" is being traced
+    now[0] = since_last_result_s
     s.set_text("the cat")  # typed while it runs: queued,
     s.set_text("the cat sat")  # and replaced in the queue by the newer text
     gate.release.release()
-    qtbot.waitUntil(lambda: shown == [1])
-    assert s.text == "the cat sat" and s.busy  # shown though a newer text waits
-    gate.release.release()
-    qtbot.waitUntil(lambda: not s.busy and shown == [1, 3])
-    s.shutdown()
+    return s, shown, gate
+
+
+def test_typing_over_a_trace_shows_the_newest_text_within_one_trace(qtbot, monkeypatch, tiny_checkpoint):
+    """A result was shown just before: the running trace of an older text gives way between two
+    blocks (model.core.stopping), so that the newest text's trace is the next result, one trace
+    time after the key instead of two; nothing of the stopped trace is shown, not even an error."""
+    s, shown, gate = _typing_over_a_running_trace(qtbot, monkeypatch, tiny_checkpoint, 0.1)
+    try:
+        qtbot.waitUntil(lambda: gate.waiting.acquire(blocking=False))  # the newest text's trace
+        gate.release.release()
+        qtbot.waitUntil(lambda: not s.busy and shown and shown[-1] == 3)
+        assert shown == [3] and s.text == "the cat sat" and s.error == ""
+    finally:
+        gate.open()
+        s.shutdown()
+
+
+def test_typing_faster_than_the_model_never_starves_the_panels(qtbot, monkeypatch, tiny_checkpoint):
+    """The last result is older than RESULT_EVERY_MS: the running trace finishes and is shown
+    (the newest traced text) although a newer text waits, so that someone typing faster than the
+    model sees results while typing; the newest text's trace follows, and an older one never
+    replaces a newer."""
+    from explorer.qt.scheduling.scheduler import RESULT_EVERY_MS
+
+    s, shown, gate = _typing_over_a_running_trace(qtbot, monkeypatch, tiny_checkpoint, RESULT_EVERY_MS / 1e3 + 0.1)
+    try:
+        qtbot.waitUntil(lambda: shown == [1])
+        assert s.text == "the cat sat" and s.busy  # shown though a newer text waits
+        gate.release.release()
+        qtbot.waitUntil(lambda: not s.busy and shown == [1, 3])
+    finally:
+        gate.open()
+        s.shutdown()
 
 
 def _long_text(n_words: int) -> str:

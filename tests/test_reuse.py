@@ -329,3 +329,22 @@ def test_nonfinite_in_the_new_rows_is_found():
     assert bad._finite_rows == 3 and bad.nonfinite is not None
     assert (bad.nonfinite.name, bad.nonfinite.count) == ("tok_emb", 16)
     assert bad.nonfinite == model.trace([1, 2, 3, 7]).nonfinite
+
+
+def test_a_trace_stopped_between_blocks_leaves_the_rows_it_reused_intact():
+    """A trace that gives way (model.core.stopping.check raises between two blocks) has no result,
+    and the next trace reusing the same earlier trace equals one computed whole."""
+    from model.core.stopping import Interrupted, stop_when
+
+    model = tiny_model("learned", 40, context_length=32)
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    first = model.trace(ids[:5])
+    calls = []
+    with stop_when(lambda: calls.append(1) or len(calls) > 1), pytest.raises(Interrupted):  # before block 2
+        model.trace(ids, reuse=first)
+    assert len(calls) == 2
+    again, whole = model.trace(ids, reuse=first), model.trace(ids)
+    assert again.reused_rows == 5
+    np.testing.assert_allclose(again.logits, whole.logits, atol=1e-5)
+    np.testing.assert_allclose(again.blocks[1].attn_weights, whole.blocks[1].attn_weights, atol=1e-6)
+    np.testing.assert_array_equal(first.logits, model.trace(ids[:5]).logits)  # the earlier one unchanged

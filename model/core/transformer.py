@@ -12,8 +12,7 @@ The default model is GPT-2 / nanoGPT's layout (pre-LayerNorm). For token ids t_0
                 x = x + MLP(LN2(x)),  MLP(h) = GELU(h W_in + b_in) W_out + b_out
     logits = LN_f(x) unembed                                  (unembed = tok_embᵀ when tied)
 
-Scaled dot-product attention is Vaswani et al. 2017, eq. 1. Attention is computed explicitly,
-so the attention weights a trace records are the ones that made the prediction.
+Scaled dot-product attention is Vaswani et al. 2017, eq. 1, computed explicitly: a trace's weights made the prediction.
 
 Other families change single components (see :class:`model.core.config.GPTConfig`): RoPE instead of the table (q_i
 and k_j rotated by their positions before the dot product; all of each head or its first dimensions; a base per
@@ -33,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from model.core import stopping
 from model.core.components import MLP, HeadWeights, RoPE, layer_ropes, make_norm, qk_normed, qk_norms
 from model.core.config import GPTConfig
 from model.core.inputs import checked_ids
@@ -341,6 +341,7 @@ class GPT(nn.Module):
             records.update(tok=tok, tok_scaled=scaled, pos=pos[None], x=x, blocks=[])  # pos: (1, T, d_model)
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
+            stopping.check()  # a slow model's trace gives way to a newer text's (model.core.stopping)
             layer = {} if records is not None else None
             rows = None if positions is None or i < last else list(positions)  # the last block: those rows only
             if interventions is not None:  # the residual before block i (records keep it unpatched)

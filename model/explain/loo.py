@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from model.core.interventions import Interventions
+from model.core.stopping import Interrupted, stop_if  # noqa: F401 (Interrupted: part of this module's API)
 from model.tracing.records import Trace
 
 #: The most that one batch of re-runs may hold at once (attention maps, masks, activations), in
@@ -113,17 +114,6 @@ def _batches(hidden: list[int], causal: bool, position: int, T: int, config) -> 
                 continue
         batches.append([j])
     return batches
-
-
-class Interrupted(RuntimeError):
-    """Long work stopped between two of its steps because its ``should_stop()`` said so (a newer
-    request is waiting for the same thread); it has no result."""
-
-
-def stop_if(should_stop: Callable[[], bool] | None) -> None:
-    """Raise :class:`Interrupted` when ``should_stop`` is given and returns True."""
-    if should_stop is not None and should_stop():
-        raise Interrupted("stopped: a newer request is waiting")
 
 
 def leave_one_out(model, tr: Trace, position: int, target: int, n_sources: int,

@@ -28,7 +28,8 @@ from explorer.core.trace_chain import TraceChain
 from explorer.qt.scheduling.jobs import JobFn, JobResult, Requests, Worker, timed
 from model import Checkpoint, Encoding, Trace
 from model.core.interventions import Interventions, WithInterventions
-from model.explain.loo import Interrupted
+from model.core import stopping
+from model.core.stopping import Interrupted
 
 ASYNC_MS = 12.0  # a trace slower than this moves to the worker thread (in "auto" mode)
 #: What a 16 ms frame leaves for a panel's job on the GUI thread after a keystroke's trace and paint
@@ -37,6 +38,7 @@ FRAME_LEFT_MS = 2.0
 #: Work expected to take longer than this is worth a "computing…" note; a note for shorter work only
 #: flashes (and lays its panel out and repaints it twice a keystroke).
 NOTICEABLE_MS = 100.0
+RESULT_EVERY_MS = 500.0  # typing into a slow model: a trace gives way to a newer one only within this of the last result
 SPARE_ROWS = 64  # after a worker's trace that computed this many rows, a second row store is filled ahead of the next edit
 TIMING_TOKENS = 32  # a new model's speed is measured on this many tokens (at most its context)
 COMPUTE_MODES = ("auto", "sync", "async")
@@ -89,6 +91,8 @@ class Scheduler(QObject):
         self._timing_tokens = 1  # traces this long or longer decide between GUI and worker thread
         self._slow = False
         self._closed = False
+        self._shown_at = 0.0  # perf_counter() when the worker's last trace was handed over
+        self._worker_trace_ms = 0.0  # ... and how long it took
         #: The one worker thread: traces of slow models and panels' jobs.
         self.worker = Worker(self)
 
@@ -158,12 +162,30 @@ class Scheduler(QObject):
             on_done(request, *self.compute(request))
             return
 
+        def work() -> tuple[Trace, int]:
+            with stopping.stop_when(self._gives_way):
+                return self._trace(request)
+
         def delivered(traced, exc, ms) -> None:
+            if isinstance(exc, Interrupted):
+                return  # it gave way to the newer text's trace, which runs next
+            self._shown_at, self._worker_trace_ms = time.perf_counter(), ms
             on_done(request, traced, exc, ms)
             if traced is not None and traced[0].n_tokens - traced[0].reused_rows >= SPARE_ROWS:
                 self._prepare_spare()
 
-        self.worker.submit("trace", lambda: self._trace(request), delivered, priority=0)
+        self.worker.submit("trace", work, delivered, priority=0)
+
+    def _gives_way(self) -> bool:
+        """For the trace running on the worker, asked between two blocks: True when a newer text's
+        trace waits and stopping now still shows a result within :data:`RESULT_EVERY_MS` of the
+        last one (at the pace of the last trace shown). The last key's result then follows within
+        one trace time instead of after the older text's trace too, and typing never starves the
+        panels: past that time the running trace finishes and is shown."""
+        if not self.worker.superseded:
+            return False
+        waited_ms = (time.perf_counter() - self._shown_at) * 1e3
+        return waited_ms + self._worker_trace_ms <= RESULT_EVERY_MS
 
     def _prepare_spare(self) -> None:
         """After the worker traced many rows (a model opened on a long text, a paste), fill a second
