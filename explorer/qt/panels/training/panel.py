@@ -24,7 +24,7 @@ from explorer.core.training_views import CURVE_SNAPSHOTS, SliderStop, curve_snap
 from explorer.core.views import token_label
 from explorer.qt import dialogs
 from explorer.qt.scheduling.jobs import JobResult
-from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.scheduling.pacing import Pacer, RefreshWhenShown
 from explorer.qt.session import Session
 from explorer.qt.panels.training.snapshot_diff import DifferenceView
 from explorer.qt.panels.training.snapshot_source import SnapshotSource
@@ -408,4 +408,5 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         token = token_label(s.tokens[c.position]) if c.position < len(s.tokens) else "?"
         target = token_label(name(c.target_id)) if c.target_id >= 0 else "?"
         note = f"p({target!r}) after {c.position} {token!r} ({KINDS.get(c.target_kind, c.target_kind)})"
-        self.curves_view.set_curves(c, layer, head, name, note)
+        later = None if s.compute_mode == "sync" else functools.partial(Pacer.of(s).call_later, self.curves_view)
+        self.curves_view.set_curves(c, layer, head, name, note, later)
