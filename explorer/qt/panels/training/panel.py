@@ -252,20 +252,32 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         panel, unless another position was asked for meanwhile."""
         if reading is not self._reading:
             return  # a newer position's weights are being read
-        self._reading = None
         view, s = reading[0], self.session
         if exc is not None:
+            self._reading = None
             self.step_label.setText(f"Could not read step {snap.step:,}: {exc}")
             return
         loaded = s.loaded_checkpoint
         if view.reference is loaded or any(x.is_file_of(loaded) for x in view.snapshots):
+            self._reading = None
             s.show_snapshot(checkpoint, snap.step)
-        else:  # another run's (a folder, a run still training): its snapshot becomes the model
-            self._adopting = True
-            try:
-                s.set_checkpoint(checkpoint)
-            finally:
-                self._adopting = False
+            self._sync_slider()
+        elif self.source.sync:
+            self._adopt(reading, checkpoint)
+        else:  # in a turn of its own: a folder's arrival and the new model's first draw were one 89-97 ms turn
+            Pacer.of(s).call_later(self, lambda: self._adopt(reading, checkpoint))
+
+    def _adopt(self, reading, checkpoint) -> None:
+        """Another run's snapshot (a folder, a run still training) becomes the model, unless another
+        position was asked for meanwhile."""
+        if reading is not self._reading:
+            return
+        self._reading = None
+        self._adopting = True
+        try:
+            self.session.set_checkpoint(checkpoint)
+        finally:
+            self._adopting = False
         self._sync_slider()
 
     def show_step(self, step: int) -> None:
