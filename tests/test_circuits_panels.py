@@ -121,8 +121,11 @@ def test_the_training_panel_draws_every_heads_type_over_the_snapshots(qtbot, tmp
     w.session.set_text(CLEAN)
     panel = _front(w, "training")
     qtbot.waitUntil(lambda: panel.head_curves.curves is not None, timeout=20000)
-    expected = head_types_over_training(load_snapshots(folder).snapshots)
     got = panel.head_curves
+    assert got.drawn is None and got.second.yData is None  # behind the curves' tab: drawn once shown
+    panel.tabs.setCurrentWidget(got)
+    assert got.drawn is got.curves
+    expected = head_types_over_training(load_snapshots(folder).snapshots)
     np.testing.assert_array_equal(got.curves.steps, [0, 5, 20])
     np.testing.assert_allclose(got.curves.induction, expected.induction, atol=1e-6)
     layer, head = expected.best_head("induction")

@@ -237,6 +237,35 @@ def test_a_fast_model_draws_every_panel_in_the_keystroke_s_turn(window):
     assert window.panels["next-token"].top.ids[0] == int(np.argmax(s.trace.logits[-1]))
 
 
+def test_a_fast_model_just_opened_reaches_the_panels_one_per_turn_and_typing_is_not_paced(
+        qtbot, tmp_path, tiny_checkpoint, tiny_tokenizer, monkeypatch):
+    """Opening a model (a snapshot of another run adopted by the Training panel too) redrew every
+    shown panel in one turn: now its first update goes through the pacer, as a slow model's does;
+    every panel ends up drawn for the new model, and the next keystroke is drawn in its own turn."""
+    from explorer.qt.scheduling.pacing import Pacer
+
+    fake_clock(monkeypatch, tiny_checkpoint, ms_per_token=0.01)  # fast: traced on the GUI thread
+    window = make_window(qtbot, tmp_path, tiny_checkpoint, compute_mode="auto")
+    s, pacer = window.session, Pacer.of(window.session)
+    s.set_text("the cat sat on the mat")
+    qtbot.waitUntil(lambda: not s.busy and pacer.pending == 0)
+    attention, next_token = window.panels["attention"], window.panels["next-token"]
+    other = make_tiny_checkpoint(tiny_tokenizer, seed=11, n_layers=1, n_heads=1)
+    fake_clock(monkeypatch, other, ms_per_token=0.01)
+    s.set_checkpoint(other)
+    assert not s.traces_off_gui_thread and s.trace is not None and not s.pacing_new_model
+    assert pacer.pending >= 2  # queued, not drawn yet: the old model's weights are still on screen
+    assert not np.array_equal(attention.weights.data, s.trace.blocks[0].attn_weights[0])
+    qtbot.waitUntil(lambda: pacer.pending == 0)
+    np.testing.assert_array_equal(attention.weights.data, s.trace.blocks[0].attn_weights[0])
+    assert next_token.top.ids[0] == int(np.argmax(s.trace.logits[-1]))
+    s.set_text("the cat sat on the")  # a keystroke: every panel in its own turn
+    assert not pacer.active and pacer.pending == 0
+    np.testing.assert_array_equal(attention.weights.data, s.trace.blocks[0].attn_weights[0])
+    assert next_token.top.ids[0] == int(np.argmax(s.trace.logits[-1]))
+    s.shutdown()
+
+
 def test_auto_mode_moves_a_slow_model_off_the_gui_thread(qtbot, tiny_tokenizer, monkeypatch):
     big = make_tiny_checkpoint(tiny_tokenizer, context_length=1024)
     fake_clock(monkeypatch, big, ms_per_token=0.1)  # the warm-up's 32 tokens: 3.2 ms; 1,024 tokens: 102 ms

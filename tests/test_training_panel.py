@@ -127,6 +127,29 @@ def test_the_curves_drawn_are_the_snapshots_values_and_a_click_picks_a_snapshot(
     np.testing.assert_allclose(view.target_curve.getData()[1], moved.target_prob)
 
 
+def test_outside_sync_mode_the_curves_attention_half_is_drawn_in_a_later_turn(qtbot, run):
+    """The loss and probability plots are drawn at once, the attention plots by the work handed to
+    ``later`` (the panel's pacer); that work draws nothing once newer curves or none are shown."""
+    from explorer.qt.panels.training.curves import CurvesView
+
+    snaps = load_snapshots(run.parent / "run-snapshots", reference=load_checkpoint(run))
+    ids = [1, 2, 3, 4]
+    want = curves_over_training(snaps, ids)
+    view = CurvesView()
+    qtbot.addWidget(view)
+    queued = []
+    view.set_curves(want, 0, 1, str, "p(target)", queued.append)
+    np.testing.assert_allclose(view.text_curve.getData()[1], want.loss_on_text)
+    assert view.entropy_curve.getData()[1] is None and len(queued) == 1  # the attention half: not yet
+    queued.pop()()
+    np.testing.assert_allclose(view.entropy_curve.getData()[1], want.attn_entropy[:, 0, 1])
+    np.testing.assert_allclose(view.mass_curves["prev"].getData()[1], want.attn_prev[:, 0, 1])
+    view.set_curves(want, 1, 0, str, "p(target)", queued.append)
+    view.clear_curves()  # (the snapshots changed before the half ran)
+    queued.pop()()
+    assert view.entropy_curve.getData()[1] is None
+
+
 def test_the_difference_is_the_later_minus_the_earlier_snapshot(window, run):
     s, panel = window.session, window.panels["training"]
     panel.tabs.setCurrentWidget(panel.difference)

@@ -84,6 +84,7 @@ class Session(SchedulerCalls, QObject):
         self.last_tokenize_ms = 0.0
         self.last_draw_ms = 0.0
         self._unpaced_draw_ms = 0.0
+        self._opening = False  # set_checkpoint hands a new model to the panels (paced outside sync mode)
         self.error = ""
         #: Where traces and jobs run: the GUI thread or the one worker thread (raises ValueError
         #: for a compute mode other than auto, sync and async).
@@ -98,6 +99,10 @@ class Session(SchedulerCalls, QObject):
     snapshot_step = property(lambda self: self._snapshot_step,
                              doc="Training step of the snapshot shown (show_snapshot), or None for the loaded model.")
     model = property(lambda self: self._checkpoint.model if self._checkpoint else None, doc="The model, or None.")
+    pacing_new_model = property(lambda self: self._opening and self.compute_mode != "sync",
+                                doc="True while set_checkpoint hands a new model and its first trace to the panels "
+                                    "(not in sync mode): they refresh one per event-loop turn then, even for a "
+                                    "fast model (every shown panel redrawn in one turn froze the window).")
     tokenizer = property(lambda self: self._checkpoint.tokenizer if self._checkpoint else None,
                          doc="The Tokenizer, or None (also None for a model without a vocabulary).")
     config = property(lambda self: self._checkpoint.config if self._checkpoint else None, doc="The GPTConfig, or None.")
@@ -209,8 +214,12 @@ class Session(SchedulerCalls, QObject):
         if not self._interventions.changes_nothing:  # heads switched off on the model before: on again
             self._interventions = Interventions()
             self.sig_interventions_changed.emit()
-        self.sig_model_changed.emit()
-        self._request()
+        self._opening = True
+        try:
+            self.sig_model_changed.emit()
+            self._request()
+        finally:
+            self._opening = False
 
     def show_snapshot(self, checkpoint: Checkpoint | None, step: int | None = None) -> None:
         """Show other weights of the loaded model's architecture (a training snapshot), keeping the

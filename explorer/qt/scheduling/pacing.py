@@ -37,7 +37,9 @@ class Pacer(QObject):
     it goes through this one queue: separate zero-interval timers all fire in the same turn
     (chips, a map and a panel made a 224 ms turn). The session's traces already run on a worker
     thread in that case, so the views follow a frame or two apart. Fast models (traced on the
-    GUI thread) are not paced: every panel is drawn in the keystroke's own turn.
+    GUI thread) are not paced: every panel is drawn in the keystroke's own turn, except for the
+    model's first update (:attr:`Session.pacing_new_model <explorer.qt.session.Session.pacing_new_model>`):
+    a snapshot of another run adopted as the model redrew every shown panel in one turn.
     Get the session's pacer with :meth:`of`.
     """
 
@@ -59,8 +61,9 @@ class Pacer(QObject):
 
     @property
     def active(self) -> bool:
-        """True while the session traces on the worker thread (the model is slow)."""
-        return self._session.traces_off_gui_thread
+        """True while the session traces on the worker thread (the model is slow), and while a newly
+        opened model reaches the panels."""
+        return self._session.traces_off_gui_thread or self._session.pacing_new_model
 
     @property
     def pending(self) -> int:

@@ -83,11 +83,17 @@ class CurvesView(pg.GraphicsLayoutWidget):
             plot.addItem(line, ignoreBounds=True)
         style_plots(self, self.plots)  # after the curves: titles, legends and curves read on the ground
         self._max_step = -1
+        self._shown: TrainingCurves | None = None  # the curves set last (a half drawn later checks it)
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
 
     def set_curves(self, curves: TrainingCurves, layer: int, head: int, name: Callable[[int], str],
-                   target_note: str) -> None:
-        """Draw the curves of one text; ``name(id)`` shows a token; ``target_note`` titles the probability plot."""
+                   target_note: str, later: Callable[[Callable[[], None]], None] | None = None) -> None:
+        """Draw the curves of one text; ``name(id)`` shows a token; ``target_note`` titles the probability plot.
+
+        ``later(work)``, when given, runs the two attention plots' half in a later event-loop turn (the
+        session's pacer): each half is then drawn and painted in a turn of its own (a run of 3,000
+        snapshots' curves, drawn and painted in one turn, took 30 to 70 ms of the GUI thread)."""
+        self._shown = curves
         x = step_x(curves.steps)
         self._set_axis(int(curves.steps[-1]) if len(curves.steps) else 0)
         self.text_curve.setData(x, curves.loss_on_text)
@@ -99,8 +105,20 @@ class CurvesView(pg.GraphicsLayoutWidget):
         self.top1_curve.setData(x, curves.top1_prob)
         self.prob.setTitle(target_note)
         self._mark_changes(curves, x, name)
+        if later is None:
+            self._draw_head(curves, layer, head)
+            return
+        self._settle(self.loss, self.prob)
+        restyle(self)  # the change labels made just now read on the ground
+        later(lambda: self._shown is curves and self._draw_head(curves, layer, head))
+
+    def _draw_head(self, curves: TrainingCurves, layer: int, head: int) -> None:
         self.show_head(curves, layer, head)  # ends with restyle: what was drawn reads on the ground
-        for plot in self.plots:  # ranges applied now, not in the first paint (which then paints again)
+        self._settle(*self.plots)
+
+    @staticmethod
+    def _settle(*plots) -> None:
+        for plot in plots:  # ranges applied now, not in the first paint (which then paints again)
             settle_view(plot.getViewBox())
 
     def show_head(self, curves: TrainingCurves, layer: int, head: int) -> None:
@@ -171,6 +189,7 @@ class CurvesView(pg.GraphicsLayoutWidget):
     def clear_curves(self) -> None:
         """No curves (no snapshots, or no tokens). (Not ``clear``: GraphicsLayoutWidget's ``clear``
         removes every plot.)"""
+        self._shown = None
         for item in (self.text_curve, self.val_curve, self.target_curve, self.top1_curve, self.entropy_curve,
                      *self.mass_curves.values(), *self.other_heads):
             item.setData([], [])

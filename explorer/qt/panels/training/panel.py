@@ -24,7 +24,7 @@ from explorer.core.training_views import CURVE_SNAPSHOTS, SliderStop, curve_snap
 from explorer.core.views import token_label
 from explorer.qt import dialogs
 from explorer.qt.scheduling.jobs import JobResult
-from explorer.qt.scheduling.pacing import RefreshWhenShown
+from explorer.qt.scheduling.pacing import Pacer, RefreshWhenShown
 from explorer.qt.session import Session
 from explorer.qt.panels.training.snapshot_diff import DifferenceView
 from explorer.qt.panels.training.snapshot_source import SnapshotSource
@@ -252,20 +252,32 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         panel, unless another position was asked for meanwhile."""
         if reading is not self._reading:
             return  # a newer position's weights are being read
-        self._reading = None
         view, s = reading[0], self.session
         if exc is not None:
+            self._reading = None
             self.step_label.setText(f"Could not read step {snap.step:,}: {exc}")
             return
         loaded = s.loaded_checkpoint
         if view.reference is loaded or any(x.is_file_of(loaded) for x in view.snapshots):
+            self._reading = None
             s.show_snapshot(checkpoint, snap.step)
-        else:  # another run's (a folder, a run still training): its snapshot becomes the model
-            self._adopting = True
-            try:
-                s.set_checkpoint(checkpoint)
-            finally:
-                self._adopting = False
+            self._sync_slider()
+        elif self.source.sync:
+            self._adopt(reading, checkpoint)
+        else:  # in a turn of its own: a folder's arrival and the new model's first draw were one 89-97 ms turn
+            Pacer.of(s).call_later(self, lambda: self._adopt(reading, checkpoint))
+
+    def _adopt(self, reading, checkpoint) -> None:
+        """Another run's snapshot (a folder, a run still training) becomes the model, unless another
+        position was asked for meanwhile."""
+        if reading is not self._reading:
+            return
+        self._reading = None
+        self._adopting = True
+        try:
+            self.session.set_checkpoint(checkpoint)
+        finally:
+            self._adopting = False
         self._sync_slider()
 
     def show_step(self, step: int) -> None:
@@ -408,4 +420,5 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         token = token_label(s.tokens[c.position]) if c.position < len(s.tokens) else "?"
         target = token_label(name(c.target_id)) if c.target_id >= 0 else "?"
         note = f"p({target!r}) after {c.position} {token!r} ({KINDS.get(c.target_kind, c.target_kind)})"
-        self.curves_view.set_curves(c, layer, head, name, note)
+        later = None if s.compute_mode == "sync" else functools.partial(Pacer.of(s).call_later, self.curves_view)
+        self.curves_view.set_curves(c, layer, head, name, note, later)
