@@ -325,6 +325,27 @@ def test_paced_drawing_time_is_one_update_s_not_a_running_total(qtbot, tiny_chec
     assert s.last_draw_ms == pytest.approx(3.0)
 
 
+def test_a_paced_piece_that_raises_does_not_stop_the_pieces_after_it(qtbot, tiny_checkpoint):
+    """Qt reports what a paced piece raised; the queue goes on (it stalled until the next piece was
+    queued, leaving the panels queued after it undrawn)."""
+    from PySide6.QtCore import QObject
+
+    from explorer.qt.scheduling.pacing import Pacer
+
+    s = Session(compute_mode="sync")
+    pacer, owner, ran = Pacer.of(s), QObject(), []
+
+    def fails():
+        ran.append("fails")
+        raise RuntimeError("a piece that raises")
+
+    pacer.call_later(owner, fails)
+    pacer.call_later(owner, lambda: ran.append("after"))
+    with qtbot.captureExceptions() as raised:
+        qtbot.waitUntil(lambda: pacer.pending == 0 and ran == ["fails", "after"])
+    assert [str(e[1]) for e in raised] == ["a piece that raises"]
+
+
 @pytest.mark.slow
 def test_queued_panels_of_a_closed_window_are_skipped(qtbot, tmp_path, tiny_checkpoint):
     from PySide6.QtCore import QEvent

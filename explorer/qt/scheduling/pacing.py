@@ -86,22 +86,24 @@ class Pacer(QObject):
             self._timer.start()
 
     def _run_next(self) -> None:
-        if self._queue:
-            owner, work = self._queue.pop(0)
-            t0 = time.perf_counter()
-            # Deleted since it was queued (its window closed), or hidden: it catches up when shown.
-            if shiboken6.isValid(owner):
-                if work is not None:
-                    work()
-                elif owner.is_shown():
-                    owner.catch_up()
-            settle_layouts()
-            self._draw_ms += (time.perf_counter() - t0) * 1e3
-        if self._queue:
-            self._timer.start()
-        else:
-            self._session.set_paced_draw_ms(self._draw_ms)
-            self._draw_ms = 0.0
+        try:
+            if self._queue:
+                owner, work = self._queue.pop(0)
+                t0 = time.perf_counter()
+                # Deleted since it was queued (its window closed), or hidden: it catches up when shown.
+                if shiboken6.isValid(owner):
+                    if work is not None:
+                        work()
+                    elif owner.is_shown():
+                        owner.catch_up()
+                settle_layouts()
+                self._draw_ms += (time.perf_counter() - t0) * 1e3
+        finally:  # a piece that raised is reported by Qt; the pieces after it still run
+            if self._queue:
+                self._timer.start()
+            else:
+                self._session.set_paced_draw_ms(self._draw_ms)
+                self._draw_ms = 0.0
 
 
 class RefreshWhenShown:

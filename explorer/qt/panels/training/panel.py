@@ -25,7 +25,7 @@ from explorer.core.views import token_label
 from explorer.qt import dialogs
 from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.scheduling.pacing import Pacer, RefreshWhenShown
-from explorer.qt.session import Session
+from explorer.qt.session import ModelDoesNotRun, Session
 from explorer.qt.panels.training.snapshot_diff import DifferenceView
 from explorer.qt.panels.training.snapshot_source import SnapshotSource
 from explorer.qt.panels.training.curves import CurvesView
@@ -276,6 +276,8 @@ class TrainingPanel(RefreshWhenShown, QWidget):
         self._adopting = True
         try:
             self.session.set_checkpoint(checkpoint)
+        except ModelDoesNotRun as exc:  # the model shown before stays
+            self.step_label.setText(f"Could not show {checkpoint.name}: {exc}")
         finally:
             self._adopting = False
         self._sync_slider()
