@@ -300,7 +300,14 @@ def _run(app, args) -> int:
         _open_tour(window, args)
     freeze_startup_objects()
     if args.startup_time:
+        from PySide6.QtCore import QEventLoop
+
+        from explorer.qt.scheduling.pacing import Pacer
+
         app.processEvents()
+        pacer = Pacer.of(window.session)
+        while pacer.pending or window.session.busy:  # a new model reaches the panels one per turn
+            app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
         ckpt = window.session.checkpoint
         report("model loaded and drawn", (ckpt.name if ckpt else "no model")
                + (f" ({window.model_note})" if window.model_note else ""))
