@@ -362,7 +362,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             self.table.horizontalHeaderItem(c).setToolTip(tip)
         self._hidden_rows = len(hidden)
         self.table.setRowCount(shape[0])
-        ink = self.table.palette().text()
+        ink, changed = self.table.palette().text(), set()  # the columns with a cell set anew
 
         def name(j: int) -> str:
             return token_label(tokens[j]) if j < len(tokens) else "?"
@@ -374,7 +374,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             cells = [str(j), name(j)] + offset(j) + ["not seen"] + ["—"] * (3 if st.softcap else 2) + ["0"]
             tip = (f"key {j} is outside this layer's local window of {st.window or len(st.keys)} keys: "
                    "query i does not see it (weight 0)")
-            self._set_row(r, cells + [""] * (len(headers) - len(cells)), tip, NOT_SEEN)
+            changed |= self._set_row(r, cells + [""] * (len(headers) - len(cells)), tip, NOT_SEEN)
         for r, j in enumerate(st.keys):
             raw = [f"{st.raw_scores[r]:.6f}"] if st.softcap else []
             cells = [str(int(j)), name(j)] + offset(j) + [
@@ -383,14 +383,14 @@ class FormulaPanel(RefreshWhenShown, QWidget):
                 cells += [_vec(st.k[r]), _vec(st.v[r]), _vec(st.weighted_v[r])]
             tip = (f"k_{j} = {_vec(st.k[r])}\nv_{j} = {_vec(st.v[r])}\na_ij v_j = {_vec(st.weighted_v[r])}"
                    if st.d_head <= 32 else "hover the strips on the right for the exact vector values")
-            self._set_row(len(hidden) + r, cells, tip, ink)
-        self._size_columns(same_shape=shape == self._shape)
+            changed |= self._set_row(len(hidden) + r, cells, tip, ink)
+        self._size_columns(changed, same_shape=shape == self._shape)
         self._shape = shape
 
-    def _set_row(self, r: int, cells: list[str], tip: str, ink: QColor | QBrush) -> None:
+    def _set_row(self, r: int, cells: list[str], tip: str, ink: QColor | QBrush) -> set[int]:
         """Set the cells of row ``r`` that show something new (typing at the end changes the numbers
-        only, and Qt repaints a cell for each set)."""
-        key = QBrush(ink).color().rgba()
+        only, and Qt repaints a cell for each set); returns their columns."""
+        key, changed = QBrush(ink).color().rgba(), set()
         for c, text in enumerate(cells):
             if self._cells.get((r, c)) == (text, tip, key):
                 continue
@@ -403,8 +403,10 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             item.setToolTip(tip)
             item.setForeground(ink)
             self._cells[(r, c)] = (text, tip, key)
+            changed.add(c)
+        return changed
 
-    def _size_columns(self, same_shape: bool) -> None:
+    def _size_columns(self, changed: set[int], same_shape: bool) -> None:
         """Each column but the stretched last as wide as its contents, measured once after every cell is
         set (the header's ResizeToContents mode measured a whole column again for each new cell text: a
         keystroke at T = 32 changes 128 cells, 380 ms on a busy machine).
@@ -413,9 +415,10 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         the last key's name changes on every keystroke ('<unk>' and back), and a column 1 px narrower
         moved every column right of it, in a later turn (Qt's view resizes columns on a timer), so that
         the table was painted twice and the panel laid out again (3 paint passes more per keystroke).
+        Then only the ``changed`` columns are measured (the keys' j and names stay, but for the last).
         """
         t, hh = self.table, self.table.horizontalHeader()
-        for c in range(t.columnCount()):
+        for c in range(t.columnCount()) if not same_shape else sorted(changed):
             want = max(t.sizeHintForColumn(c), hh.sectionSizeHint(c), hh.minimumSectionSize())
             if c == t.columnCount() - 1:
                 self._last_px = want  # the header stretches it over the rest of the table's width
