@@ -90,7 +90,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self._facts_model = None
         self._hidden_rows = 0  # rows at the top of the table for keys the window hides
         self._cells: dict[tuple[int, int], tuple] = {}  # (row, column): what the cell shows (text, tip, ink)
-        self._shape = (0, 0)  # the table's (rows, columns) when its cells and columns were last set
+        self._shape = (0, 0)  # the table's (rows, columns, layer, head, query) when its cells were last set
         self._last_px = 0  # the width the last (stretched) column's contents need
         self._stale = True
         self.position_box = QSpinBox()
@@ -288,6 +288,8 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         for w in (self.formula, self.totals, self.agreement):
             w.setText("")
         self.table.setRowCount(0)
+        self._cells.clear()
+        self._shape = (0, 0)
         for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
             hm.clear()
 
@@ -353,7 +355,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
     def _fill_table(self, st: FormulaSteps, tokens: list[str]) -> None:
         headers, tips = self._headers(st)
         hidden = hidden_keys(st, len(tokens))
-        shape = (len(hidden) + len(st.keys), len(headers))
+        shape = (len(hidden) + len(st.keys), len(headers), st.layer, st.head, st.position)
         if shape != self._shape:
             self._cells.clear()  # rows or columns made anew: every cell is set
         self.table.setColumnCount(len(headers))
@@ -411,7 +413,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         set (the header's ResizeToContents mode measured a whole column again for each new cell text: a
         keystroke at T = 32 changes 128 cells, 380 ms on a busy machine).
 
-        While the table keeps its rows and columns (typing at the end of the text), a column only grows:
+        While the table keeps its rows, columns and query (typing at the end of the text), a column only grows:
         the last key's name changes on every keystroke ('<unk>' and back), and a column 1 px narrower
         moved every column right of it, in a later turn (Qt's view resizes columns on a timer), so that
         the table was painted twice and the panel laid out again (3 paint passes more per keystroke).
@@ -424,6 +426,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
                 self._last_px = want  # the header stretches it over the rest of the table's width
             elif want > hh.sectionSize(c) or (want < hh.sectionSize(c) and not same_shape):
                 hh.resizeSection(c, want)
+
 
 def _query_rows(st: FormulaSteps) -> tuple[list[np.ndarray], list[str], str]:
     """The query strip's rows, their labels and its title: q_i alone, or h_i W_Q, its QK-norm and its
