@@ -1,14 +1,16 @@
 """What a keystroke does, and where (issue 28): typing into a slow model shows the newest text's
 trace one trace after the last key, and a result at least every RESULT_EVERY_MS; the first edit after a model opened on a long text computes its new row and copies
 nothing; the Training panel's snapshot traces never run on the GUI thread; a keystroke repaints
-neither the window's ground nor the status bar. No timing is asserted: what is counted is work
-and paints, which do not depend on the machine's speed."""
+neither the window's ground nor the status bar, and each widget of the formula lesson in front
+once. No timing is asserted: what is counted is work and paints, which do not depend on the
+machine's speed."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
+import shiboken6
 from PySide6.QtCore import QAbstractEventDispatcher, QEvent, QEventLoop, QObject, Qt
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QApplication, QWidget
@@ -226,3 +228,56 @@ def test_the_status_line_keeps_its_size_and_shows_the_whole_text_in_its_tooltip(
     assert not line.warning
     line.set_warning(True)
     assert line.warning
+
+
+def test_a_keystroke_with_the_formula_panel_in_front_paints_each_of_its_widgets_once(qtbot, tmp_path, tiny_tokenizer):
+    """Typing at the end with the formula lesson in front: its table, labels and strips are painted
+    once per keystroke, the query box (unchanged) not at all. The last key's name changes width on
+    each key ("mat", "<unk>" for "mats"): a key column that followed it exactly was resized in a
+    later turn, and the table painted twice and the panel's labels laid out and painted again."""
+    ckpt = make_tiny_checkpoint(tiny_tokenizer, context_length=32, d_model=64, n_heads=2)  # d_head 32, as shipped
+    w = make_window(qtbot, tmp_path, ckpt)
+    QApplication.setCursorFlashTime(0)
+    w.docks["formula"].raise_()
+    panel, editor = w.panels["formula"], w.panels["tokens"].editor
+    editor.setPlainText("the cat sat on the mat")
+    editor.moveCursor(QTextCursor.MoveOperation.End)
+    editor.setFocus()
+    qtbot.waitUntil(lambda: panel.is_shown() and panel.steps is not None and panel.steps.position == 5)
+    keys = [Qt.Key.Key_S, Qt.Key.Key_Backspace] * 3
+    for key in keys[:2]:  # once each way first: the axes and columns reach their widths
+        qtbot.keyClick(editor, key)
+        _until_idle()
+    paints, most = _PanelPaints(panel), []
+    try:
+        for key in keys[2:]:
+            paints.by_widget.clear()
+            qtbot.keyClick(editor, key)
+            _until_idle()
+            most.append(max(paints.by_widget.values(), default=0))
+    finally:
+        QApplication.instance().removeEventFilter(paints)
+    assert panel.table.item(5, 1).text() == "mat" and panel.steps.position == 5
+    assert most == [1] * 4, (most, paints.by_class)  # each widget once a keystroke (the panel's holder too)
+    assert paints.by_class.get("QSpinBox", 0) == 0, paints.by_class
+    t, hh = panel.table, panel.table.horizontalHeader()
+    assert all(hh.sectionSize(c) >= t.sizeHintForColumn(c) for c in range(t.columnCount()))  # every name fits
+    assert [t.item(r, 5).text() for r in range(6)] == [f"{a:.6f}" for a in panel.steps.weights]
+
+
+class _PanelPaints(QObject):
+    """Paint events of ``panel`` and the widgets in it, per widget and per class name."""
+
+    def __init__(self, panel: QWidget) -> None:
+        super().__init__()
+        self.panel, self.by_widget, self.by_class = panel, {}, {}
+        QApplication.instance().installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
+        if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget) and (
+                obj is self.panel or self.panel.isAncestorOf(obj)):
+            key = shiboken6.getCppPointer(obj)[0]  # a widget made by Qt may get a new wrapper each time
+            self.by_widget[key] = self.by_widget.get(key, 0) + 1
+            name = type(obj).__name__
+            self.by_class[name] = self.by_class.get(name, 0) + 1
+        return False

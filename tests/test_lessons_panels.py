@@ -278,6 +278,18 @@ def test_formula_panel_shows_the_steps_and_follows_selection(qtbot, session):
     assert panel.steps is None and panel.table.rowCount() == 0
 
 
+def test_formula_table_is_filled_again_after_an_empty_text(qtbot, session):
+    """The table keeps what its cells show, to set only new ones; emptied, it makes and sets them all again."""
+    panel = _show(qtbot, FormulaPanel(session))
+    T = session.trace.n_tokens
+    session.set_text("")
+    assert panel.table.rowCount() == 0
+    session.set_text(TEXT)  # the same rows, columns and query as before the empty text
+    assert panel.steps.position == T - 1 and panel.table.rowCount() == T
+    assert [panel.table.item(r, 0).text() for r in range(T)] == [str(j) for j in range(T)]
+    assert [panel.table.item(r, 5).text() for r in range(T)] == [f"{w:.6f}" for w in panel.steps.weights]
+
+
 def test_formula_strips_keep_their_rows_in_a_short_panel(qtbot, session):
     from explorer.qt.panels.lessons.formula import ROW_PX
 

@@ -17,13 +17,12 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, QTimer
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QScrollArea,
     QSpinBox,
@@ -90,6 +89,9 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self._facts: dict[int, LayerFacts] = {}  # per layer, for the current model
         self._facts_model = None
         self._hidden_rows = 0  # rows at the top of the table for keys the window hides
+        self._cells: dict[tuple[int, int], tuple] = {}  # (row, column): what the cell shows (text, tip, ink)
+        self._shape = (0, 0)  # the table's (rows, columns, layer, head, query) when its cells were last set
+        self._last_px = 0  # the width the last (stretched) column's contents need
         self._stale = True
         self.position_box = QSpinBox()
         self.position_box.setToolTip("the query position i (also: click a chip or a row of the attention map)")
@@ -106,8 +108,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(20)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setStretchLastSection(True)  # columns sized by _fill_table
         self.table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
         self.table.setHorizontalHeaderLabels(SCALARS)
         d_head = "d_head"  # the strips are narrow: the dimension axis says only which one
@@ -217,12 +218,12 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             self.split.setOrientation(orientation)
 
     def _table_width(self) -> int:
-        """The width in px the table needs for every column, its frame and its scroll bar."""
+        """The width in px the table needs for every column (as :meth:`_size_columns` sized them), its
+        frame and its scroll bar; the stretched last column is never narrower than the default section."""
         t, hh = self.table, self.table.horizontalHeader()
-        needed = sum(max(t.sizeHintForColumn(c), hh.sectionSizeHint(c)) for c in range(t.columnCount()))
-        if t.columnCount():  # the stretched last column is never narrower than the default section
-            last = t.columnCount() - 1
-            needed += max(0, hh.defaultSectionSize() - max(t.sizeHintForColumn(last), hh.sectionSizeHint(last)))
+        needed = sum(hh.sectionSize(c) for c in range(t.columnCount() - 1))
+        if t.columnCount():
+            needed += max(self._last_px, hh.defaultSectionSize())
         return needed + 2 * t.frameWidth() + t.verticalScrollBar().sizeHint().width() + 28
 
     def _on_split_moved(self, *_) -> None:
@@ -259,9 +260,12 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self._stale = False
         s = self.session
         i = s.selected_position()
-        with QSignalBlocker(self.position_box):
-            self.position_box.setRange(0, max((s.trace.n_tokens if s.trace is not None else 1) - 1, 0))
-            self.position_box.setValue(i or 0)
+        last = max((s.trace.n_tokens if s.trace is not None else 1) - 1, 0)
+        with QSignalBlocker(self.position_box):  # set only when changed: each set repainted the box
+            if self.position_box.maximum() != last:
+                self.position_box.setRange(0, last)
+            if self.position_box.value() != (i or 0):
+                self.position_box.setValue(i or 0)
         if i is None:
             self.steps = None
             self._clear()
@@ -284,6 +288,8 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         for w in (self.formula, self.totals, self.agreement):
             w.setText("")
         self.table.setRowCount(0)
+        self._cells.clear()
+        self._shape = (0, 0)
         for hm in (self.q_map, self.k_map, self.v_map, self.av_map, self.out_map):
             hm.clear()
 
@@ -347,25 +353,18 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         return headers + (VECTOR_COLUMNS if st.d_head <= SHOW_VECTORS_UP_TO else []), tips
 
     def _fill_table(self, st: FormulaSteps, tokens: list[str]) -> None:
-        # Columns sized to their contents once, after every cell is set: while sized on every
-        # change, each cell's new text measured its whole column again (a keystroke at T = 32
-        # changes 128 cells: 380 ms on a busy machine, 10 ms filled this way).
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        try:
-            self._fill_cells(st, tokens)
-        finally:
-            header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-
-    def _fill_cells(self, st: FormulaSteps, tokens: list[str]) -> None:
         headers, tips = self._headers(st)
+        hidden = hidden_keys(st, len(tokens))
+        shape = (len(hidden) + len(st.keys), len(headers), st.layer, st.head, st.position)
+        if shape != self._shape:
+            self._cells.clear()  # rows or columns made anew: every cell is set
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
         for c, tip in enumerate(tips):
             self.table.horizontalHeaderItem(c).setToolTip(tip)
-        hidden = hidden_keys(st, len(tokens))
         self._hidden_rows = len(hidden)
-        self.table.setRowCount(len(hidden) + len(st.keys))
+        self.table.setRowCount(shape[0])
+        ink, changed = self.table.palette().text(), set()  # the columns with a cell set anew
 
         def name(j: int) -> str:
             return token_label(tokens[j]) if j < len(tokens) else "?"
@@ -377,7 +376,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
             cells = [str(j), name(j)] + offset(j) + ["not seen"] + ["—"] * (3 if st.softcap else 2) + ["0"]
             tip = (f"key {j} is outside this layer's local window of {st.window or len(st.keys)} keys: "
                    "query i does not see it (weight 0)")
-            self._set_row(r, cells + [""] * (len(headers) - len(cells)), tip, NOT_SEEN)
+            changed |= self._set_row(r, cells + [""] * (len(headers) - len(cells)), tip, NOT_SEEN)
         for r, j in enumerate(st.keys):
             raw = [f"{st.raw_scores[r]:.6f}"] if st.softcap else []
             cells = [str(int(j)), name(j)] + offset(j) + [
@@ -386,10 +385,17 @@ class FormulaPanel(RefreshWhenShown, QWidget):
                 cells += [_vec(st.k[r]), _vec(st.v[r]), _vec(st.weighted_v[r])]
             tip = (f"k_{j} = {_vec(st.k[r])}\nv_{j} = {_vec(st.v[r])}\na_ij v_j = {_vec(st.weighted_v[r])}"
                    if st.d_head <= 32 else "hover the strips on the right for the exact vector values")
-            self._set_row(len(hidden) + r, cells, tip, None)
+            changed |= self._set_row(len(hidden) + r, cells, tip, ink)
+        self._size_columns(changed, same_shape=shape == self._shape)
+        self._shape = shape
 
-    def _set_row(self, r: int, cells: list[str], tip: str, colour: QColor | None) -> None:
+    def _set_row(self, r: int, cells: list[str], tip: str, ink: QColor | QBrush) -> set[int]:
+        """Set the cells of row ``r`` that show something new (typing at the end changes the numbers
+        only, and Qt repaints a cell for each set); returns their columns."""
+        key, changed = QBrush(ink).color().rgba(), set()
         for c, text in enumerate(cells):
+            if self._cells.get((r, c)) == (text, tip, key):
+                continue
             item = self.table.item(r, c)
             if item is None:
                 item = QTableWidgetItem()
@@ -397,7 +403,29 @@ class FormulaPanel(RefreshWhenShown, QWidget):
                 self.table.setItem(r, c, item)
             item.setText(text)
             item.setToolTip(tip)
-            item.setForeground(colour if colour is not None else self.table.palette().text())
+            item.setForeground(ink)
+            self._cells[(r, c)] = (text, tip, key)
+            changed.add(c)
+        return changed
+
+    def _size_columns(self, changed: set[int], same_shape: bool) -> None:
+        """Each column but the stretched last as wide as its contents, measured once after every cell is
+        set (the header's ResizeToContents mode measured a whole column again for each new cell text: a
+        keystroke at T = 32 changes 128 cells, 380 ms on a busy machine).
+
+        While the table keeps its rows, columns and query (typing at the end of the text), a column only grows:
+        the last key's name changes on every keystroke ('<unk>' and back), and a column 1 px narrower
+        moved every column right of it, in a later turn (Qt's view resizes columns on a timer), so that
+        the table was painted twice and the panel laid out again (3 paint passes more per keystroke).
+        Then only the ``changed`` columns are measured (the keys' j and names stay, but for the last).
+        """
+        t, hh = self.table, self.table.horizontalHeader()
+        for c in range(t.columnCount()) if not same_shape else sorted(changed):
+            want = max(t.sizeHintForColumn(c), hh.sectionSizeHint(c), hh.minimumSectionSize())
+            if c == t.columnCount() - 1:
+                self._last_px = want  # the header stretches it over the rest of the table's width
+            elif want > hh.sectionSize(c) or (want < hh.sectionSize(c) and not same_shape):
+                hh.resizeSection(c, want)
 
 
 def _query_rows(st: FormulaSteps) -> tuple[list[np.ndarray], list[str], str]:
