@@ -254,3 +254,15 @@ def test_a_changed_label_repaints_its_place_only_and_the_window_shows_a_whole_pa
     shown = QApplication.primaryScreen().grabWindow(hm.winId()).toImage()
     whole = hm.grab().toImage()
     assert shown.convertToFormat(whole.format()) == whole
+
+
+def test_a_narrow_numbered_axis_labels_only_ticks_its_numbers_fit_between(qtbot):
+    """pyqtgraph spaced a numbered axis's ticks by its length alone: a 40 px strip of 32 dimensions
+    drew "0 10 20 30" over one another. The kept ticks are at least their labels' width apart."""
+    axis = LabelAxis("bottom")
+    for size, (lo, hi) in ((40.0, (0.0, 32.0)), (90.0, (0.0, 32.0)), (600.0, (0.0, 32.0)), (60.0, (-0.7, 0.7))):
+        levels = axis.tickSpacing(lo, hi, size)
+        px = size / (hi - lo)
+        widest = axis.widest_label(axis.tickStrings([lo, hi, -levels[0][0]], 1, levels[0][0]))
+        assert levels and all(spacing * px >= widest + 6 for spacing, _ in levels), (size, levels)
+    assert axis.tickSpacing(0.0, 32.0, 600.0)[0][0] <= 10  # a wide axis keeps pyqtgraph's ticks

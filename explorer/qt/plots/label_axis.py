@@ -16,12 +16,15 @@ are not pyqtgraph's public API (see :mod:`explorer.qt.plots.plot_items` for the 
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QRegion, QStaticText
 
 MAX_CACHED = 4096  # label layouts kept per axis (a new vocabulary's words replace old ones)
 AREA_MARGIN_PX = 2  # a label's glyphs may reach this far past its layout (repainted with it)
+NUMBER_GAP_PX = 8  # numbered tick labels need this much room between them
 TITLE_SHARE = 0.8  # pyqtgraph reserves this share of an axis title's height (its bounding rect overestimates)
 
 #: Label widths in px by font key (QFont.key()): the metrics and each label's width, for every axis.
@@ -174,6 +177,28 @@ class LabelAxis(pg.AxisItem):
         if not invertible or QRegion(self.boundingRect().toAlignedRect()).subtracted(exposed).isEmpty():
             return labels  # all of the axis is painted again
         return [label for label, area in zip(labels, self._placed_cache[4]) if exposed.intersects(area.toAlignedRect())]
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803 (pyqtgraph API)
+        """pyqtgraph's numbered tick levels on a top or bottom axis, keeping only those whose labels
+        fit between their ticks (:data:`NUMBER_GAP_PX` apart), with a wider major step (1, 2 or 5
+        times a power of ten) when none does. pyqtgraph spaces ticks by the axis's length alone: a
+        strip of d_head = 32 dimensions 40 px wide drew "0102030". Explicit ticks are not touched."""
+        levels = super().tickSpacing(minVal, maxVal, size)
+        dif = abs(maxVal - minVal)
+        if self._tickLevels is not None or self.orientation not in ("top", "bottom") or not levels \
+                or size <= 0 or dif == 0:
+            return levels
+        px = size / dif  # px per unit
+        major = levels[0][0]
+        need = self.widest_label(self.tickStrings([minVal, maxVal, -abs(major)], 1, major)) + NUMBER_GAP_PX
+        kept = [level for level in levels if level[0] * px >= need]
+        if kept:
+            return kept
+        step = major
+        while step * px < need:
+            mantissa = step / 10 ** math.floor(math.log10(step) + 1e-9)
+            step *= 2.5 if round(mantissa) == 2 else 2  # 1 -> 2 -> 5 -> 10
+        return [(step, 0)]
 
     def setTicks(self, ticks) -> None:  # noqa: N802 (pyqtgraph API)
         """pyqtgraph's, but new explicit ticks on an axis whose size, range and style stayed
