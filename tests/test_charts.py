@@ -326,7 +326,7 @@ def test_a_dark_palette_keeps_every_chip_and_label_readable(qtbot, tmp_path, tin
         w.docks["positional"].raise_()  # a lesson's sentence box and warning
         QApplication.processEvents()
         labels += [lb for lb in w.panels["positional"].findChildren(QLabel) if lb.isVisible() and lb.text().strip()]
-        assert len(labels) > 15 and w.panels["positional"].sentence in labels
+        assert len(labels) > 15 and w.panels["positional"].sentence.label in labels
         for label in labels:
             assert _ink_contrast(label) >= 3.0, label.text()[:60]
         att = w.panels["attention"]

@@ -234,7 +234,9 @@ def test_a_keystroke_with_the_formula_panel_in_front_paints_each_of_its_widgets_
     """Typing at the end with the formula lesson in front: its table, labels and strips are painted
     once per keystroke, the query box (unchanged) not at all. The last key's name changes width on
     each key ("mat", "<unk>" for "mats"): a key column that followed it exactly was resized in a
-    later turn, and the table painted twice and the panel's labels laid out and painted again."""
+    later turn, and the table painted twice and the panel's labels laid out and painted again.
+    Its four sentences and its table change on every key, but in as many lines: nothing in the
+    panel is laid out again (each new text re-laid out the body, the splitter and the strips)."""
     ckpt = make_tiny_checkpoint(tiny_tokenizer, context_length=32, d_model=64, n_heads=2)  # d_head 32, as shipped
     w = make_window(qtbot, tmp_path, ckpt)
     QApplication.setCursorFlashTime(0)
@@ -249,14 +251,18 @@ def test_a_keystroke_with_the_formula_panel_in_front_paints_each_of_its_widgets_
         qtbot.keyClick(editor, key)
         _until_idle()
     paints, most = _PanelPaints(panel), []
+    texts = [panel.totals.text()]
     try:
         for key in keys[2:]:
             paints.by_widget.clear()
             qtbot.keyClick(editor, key)
             _until_idle()
             most.append(max(paints.by_widget.values(), default=0))
+            texts.append(panel.totals.text())
     finally:
         QApplication.instance().removeEventFilter(paints)
+    assert len(set(texts)) > 1  # the sentences did change
+    assert paints.layouts == {}, paints.layouts
     assert panel.table.item(5, 1).text() == "mat" and panel.steps.position == 5
     assert most == [1] * 4, (most, paints.by_class)  # each widget once a keystroke (the panel's holder too)
     assert paints.by_class.get("QSpinBox", 0) == 0, paints.by_class
@@ -266,16 +272,19 @@ def test_a_keystroke_with_the_formula_panel_in_front_paints_each_of_its_widgets_
 
 
 class _PanelPaints(QObject):
-    """Paint events of ``panel`` and the widgets in it, per widget and per class name."""
+    """Paint events of ``panel`` and the widgets in it, per widget and per class name; and the
+    layout requests that reached a widget of the panel with a layout (``layouts``, per class name)."""
 
     def __init__(self, panel: QWidget) -> None:
         super().__init__()
-        self.panel, self.by_widget, self.by_class = panel, {}, {}
+        self.panel, self.by_widget, self.by_class, self.layouts = panel, {}, {}, {}
         QApplication.instance().installEventFilter(self)
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
-        if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget) and (
-                obj is self.panel or self.panel.isAncestorOf(obj)):
+        ours = isinstance(obj, QWidget) and (obj is self.panel or self.panel.isAncestorOf(obj))
+        if ours and event.type() == QEvent.Type.LayoutRequest and obj.layout() is not None:
+            self.layouts[type(obj).__name__] = self.layouts.get(type(obj).__name__, 0) + 1
+        if event.type() == QEvent.Type.Paint and ours:
             key = shiboken6.getCppPointer(obj)[0]  # a widget made by Qt may get a new wrapper each time
             self.by_widget[key] = self.by_widget.get(key, 0) + 1
             name = type(obj).__name__

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QScrollBar,
-    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -28,6 +27,7 @@ from explorer.core.nexttoken import TopK, top_k
 from explorer.core.views import token_label
 from explorer.qt import theme
 from explorer.qt.widgets.explain_target import ExplainTarget
+from explorer.qt.widgets.steady import LiveLabel
 from explorer.qt.widgets.wrapped_label import wrapped_label
 from explorer.qt.plots.heatmap import settle_view, widen_axis
 from explorer.qt.scheduling.pacing import RefreshWhenShown
@@ -68,9 +68,7 @@ class NextTokenPanel(RefreshWhenShown, QWidget):
         self.temperature_box.setDecimals(2)
         self.temperature_box.setValue(NEXT_TOKEN_TEMPERATURE.default)
         self.temperature_box.setToolTip("0 = greedy: all probability on the most likely token")
-        self.info = QLabel()
-        self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # no min width
-        self.info.setWordWrap(True)
+        self.info = LiveLabel()  # no least width; a new text lays out the panel only when its height changes
         self.info.setMinimumHeight(2 * QFontMetrics(self.info.font()).lineSpacing())  # wrapping never moves the bars
         self.info.setAutoFillBackground(True)  # opaque: its new text every keystroke repaints it alone, not the panel
         self.graphics = pg.GraphicsLayoutWidget()

@@ -39,6 +39,7 @@ from explorer.core.views import symmetric_levels, token_label
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
+from explorer.qt.widgets.steady import LiveLabel, SteadyBox
 from explorer.qt.widgets.not_applicable import NotApplicable
 
 SCALARS = ["j", "key", "q_i·k_j", "s_ij", "exp(s_ij−max)", "a_ij"]
@@ -96,14 +97,11 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         self.position_box = QSpinBox()
         self.position_box.setToolTip("the query position i (also: click a chip or a row of the attention map)")
         self.position_box.valueChanged.connect(session.set_position)
-        self.header = QLabel()
-        self.formula = QLabel()
-        self.formula.setWordWrap(True)
+        self.header = LiveLabel()  # these four change with every keystroke: see LiveLabel
+        self.formula = LiveLabel()
         self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.totals = QLabel()
-        self.totals.setWordWrap(True)
-        self.agreement = QLabel()
-        self.agreement.setWordWrap(True)
+        self.totals = LiveLabel()
+        self.agreement = LiveLabel()
         self.table = QTableWidget(0, len(SCALARS))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
@@ -151,7 +149,7 @@ class FormulaPanel(RefreshWhenShown, QWidget):
         left = QWidget()
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(self.table)
+        lv.addWidget(SteadyBox(self.table))  # a cell's new text lays out only the table
         lv.addWidget(self.totals)
         lv.addWidget(self.agreement)
         lv.addStretch(1)

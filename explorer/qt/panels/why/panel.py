@@ -39,6 +39,7 @@ from explorer.qt.widgets.not_applicable import NotApplicable
 from explorer.qt.panels.why.bars import SourceBars
 from explorer.qt.panels.why.patching import PatchingView
 from explorer.qt.panels.why.views import HeadSwitches, LensTable, ScoreTermsView, WhatIfView, align_top, column
+from explorer.qt.widgets.steady import LiveLabel, SteadyBox
 from model.explain.report import resolve_target
 from model.tokens.names import token_name
 
@@ -82,8 +83,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.top1_button.setToolTip("explain the most likely next token again")
         self.top1_button.clicked.connect(lambda: self.target.set_target(None))
         self.status = QLabel()
-        self.summary = align_top(QLabel(), plain=True)
-        self.ablation = align_top(QLabel(), plain=True)
+        self.summary = align_top(LiveLabel(), plain=True)  # the sentences follow every keystroke
+        self.ablation = align_top(LiveLabel(), plain=True)
         self.restore_button = QPushButton("Restore all heads")
         self.restore_button.clicked.connect(self.restore_all)
 
@@ -93,8 +94,8 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.bars.setMinimumHeight(220)
         self.bars.scene().sigMouseMoved.connect(self._on_bars_mouse_moved)
         self.readout = QLabel(" ")
-        self.attention_label = align_top(QLabel())
-        self.scope, self.disagree, self.sink, self.sums = (align_top(QLabel(), plain=True) for _ in range(4))
+        self.attention_label = align_top(LiveLabel())
+        self.scope, self.disagree, self.sink, self.sums = (align_top(LiveLabel(), plain=True) for _ in range(4))
         self.scope.setVisible(False)
         bars = QHBoxLayout()
         bars.setSpacing(0)
@@ -133,8 +134,9 @@ class WhyPanel(RefreshWhenShown, QWidget):
         self.tabs.addTab(self.patching, "Patching")
         self.tabs.currentChanged.connect(self._on_tabs_current_changed)
         header = QHBoxLayout()
-        for w in (QLabel("explain"), self.target_box, self.top1_button, self.status):
-            header.addWidget(w)
+        self.status.setMinimumWidth(self.status.fontMetrics().horizontalAdvance("(00000 ms)"))
+        for w in (QLabel("explain"), self.target_box, self.top1_button, SteadyBox(self.status)):
+            header.addWidget(w)  # the job's time changes the status on every keystroke: in a SteadyBox
         header.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)

@@ -25,6 +25,7 @@ from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.session import Session
 from explorer.qt.widgets.explain_target import ExplainTarget
+from explorer.qt.widgets.steady import LiveLabel
 from model.explain.report import resolve_target
 from model.tokens.names import token_name
 
@@ -51,8 +52,8 @@ class PatchingView(RefreshWhenShown, QWidget):
         self.button = QPushButton("Patch")
         for signal in (self.corrupted.returnPressed, self.foil.returnPressed, self.button.clicked):
             signal.connect(self.schedule_refresh)
-        self.status = align_top(QLabel(), plain=True)
-        self.summary = align_top(QLabel(), plain=True)
+        self.status = align_top(LiveLabel(), plain=True)
+        self.summary = align_top(LiveLabel(), plain=True)
         self.maps = {key: Heatmap(title, DIVERGING, col_axis="top", row_title="layer",
                                   col_title="head" if key == "head_out" else "position: clean/corrupted token",
                                   bar_title="0 = corrupted, 1 = clean") for key, title in MAPS.items()}

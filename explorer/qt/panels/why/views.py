@@ -35,6 +35,7 @@ from explorer.qt.plots.heatmap import DIVERGING, Heatmap
 from explorer.qt.plots.label_axis import LabelAxis
 from explorer.qt.plots.plot_items import plain_numbers
 from explorer.qt.plots.ticks import LABEL_GAP_PX, thinned_ticks, widest
+from explorer.qt.widgets.steady import LiveLabel
 from model.explain.scores import TERMS
 
 TARGET = QColor("#fde9c8")
@@ -227,8 +228,7 @@ class ScoreTermsView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.note = QLabel()
-        self.note.setWordWrap(True)
+        self.note = LiveLabel()
         self.maps = {name: Heatmap(title, DIVERGING, col_axis="top", colorbar=name == "scores")
                      for name, title in [("scores", "scores"), *TERM_TITLES.items()]}
         grid = QGridLayout()
@@ -277,8 +277,9 @@ class ScoreTermsView(QWidget):
         self.note.setText("")
 
 
-def align_top(label: QLabel, plain: bool = False) -> QLabel:
-    """A word-wrapped, selectable label aligned to the top left (``plain``: never read as HTML)."""
+def align_top(label: QLabel | LiveLabel, plain: bool = False) -> QLabel | LiveLabel:
+    """A word-wrapped, selectable label aligned to the top left (``plain``: never read as HTML);
+    a :class:`~explorer.qt.widgets.steady.LiveLabel` for a sentence that follows every keystroke."""
     label.setWordWrap(True)
     if plain:
         label.setTextFormat(Qt.TextFormat.PlainText)

@@ -49,6 +49,7 @@ from explorer.qt.plots.style import style_plots
 from explorer.qt.session import Session
 from explorer.qt.widgets.flow_layout import FlowLayout
 from explorer.qt.widgets.not_applicable import NotApplicable
+from explorer.qt.widgets.steady import LiveLabel, set_range
 from model.formats.refs import BuiltinRef
 from model.tokens.names import token_name
 
@@ -165,10 +166,8 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(20)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.tv_label = QLabel()
-        self.tv_label.setWordWrap(True)
-        self.sentence = QLabel()
-        self.sentence.setWordWrap(True)
+        self.tv_label = LiveLabel()  # both follow every keystroke
+        self.sentence = LiveLabel()
         self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.sentence.setStyleSheet(theme.soft_box_style(self))
 
@@ -255,7 +254,7 @@ class PositionalPanel(RefreshWhenShown, QWidget):
         """The order for the current tokens, shown on the chips with the tokens' current texts."""
         n = len(ids)
         for box in (self.i_box, self.j_box):
-            box.setRange(0, max(n - 1, 0))
+            set_range(box, 0, max(n - 1, 0))
         self.perm = positional.canonical_order(ids, self.permutation(n))
         self.chips.show_order(tokens, self.perm)
 

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QWidget
 from explorer.core.lessons import rope
 from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.session import Session
+from explorer.qt.widgets.steady import set_range
 
 DEFAULT_SHIFT = 10
 
@@ -57,8 +58,7 @@ class ShiftView(QWidget):
             return
         room = s.config.context_length - s.trace.n_tokens
         with QSignalBlocker(self.shift_box):
-            self.shift_box.setRange(1, max(room, 1))
-            self.shift_box.setValue(min(self.wanted, max(room, 1)))
+            set_range(self.shift_box, 1, max(room, 1), min(self.wanted, max(room, 1)))
         self.shift_box.setEnabled(room > 0)
         request = rope.ShiftRequest(s.trace.token_ids, self.shift_box.value(), s.causal, s.layer)
         s.submit(self, rope.shift_job, request, self._on_check)

@@ -33,6 +33,7 @@ from explorer.qt import theme
 from explorer.qt.widgets.flow_layout import FlowLayout
 from explorer.qt.widgets.wrapped_label import wrapped_label
 from explorer.qt.plots.heatmap import MASKED_COLOUR
+from explorer.qt.widgets.steady import LiveLabel
 
 POSITIVE, NEGATIVE = (244, 165, 130), (146, 197, 222)  # light ends of ColorBrewer's RdBu: digits stay readable
 
@@ -143,11 +144,9 @@ class BookView(QWidget):
         self.dropout.setToolTip("3.5.2: nn.Dropout(0.5) in training mode after the softmax; the chapter prints "
                                 "CausalAttention and the multi-head classes with dropout 0.0")
         self.dropout.toggled.connect(lambda _: self.recompute())
-        self.formula = QLabel()
-        self.formula.setWordWrap(True)
+        self.formula = LiveLabel()  # both follow every keystroke
         self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.line = QLabel()
-        self.line.setWordWrap(True)
+        self.line = LiveLabel()
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.line.setStyleSheet(theme.soft_box_style(self))
         self.cards: list[TensorCard] = []

@@ -22,8 +22,8 @@ from explorer.qt.scheduling.jobs import JobResult
 from explorer.qt.scheduling.pacing import RefreshWhenShown
 from explorer.qt.panels.lessons.variants.book import BookView
 from explorer.qt.session import Session
-from explorer.qt.widgets.wrapped_label import wrapped_label
 from explorer.qt.widgets.not_applicable import NotApplicable
+from explorer.qt.widgets.steady import LiveLabel
 
 
 def side_by_side(mats: np.ndarray) -> np.ndarray:
@@ -68,14 +68,13 @@ class VariantsPanel(RefreshWhenShown, QWidget):
             self.source.addItem(text, key)
         self.source.currentIndexChanged.connect(lambda _: self._on_source_changed())
         self.book = BookView()
-        self.header = wrapped_label()  # the book's title, a model's long token: wrapped, never wider than the dock
-        self.formula = wrapped_label()
+        # These four follow every keystroke (LiveLabel); the header wraps a model's long token.
+        self.header = LiveLabel(text_format=Qt.TextFormat.PlainText)
+        self.formula = LiveLabel(text_format=Qt.TextFormat.PlainText)
         self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.difference = QLabel()
-        self.difference.setWordWrap(True)
+        self.difference = LiveLabel()
         self.difference.setStyleSheet(theme.soft_box_style(self))
-        self.row_text = QLabel()
-        self.row_text.setWordWrap(True)
+        self.row_text = LiveLabel()
         self.scores = Heatmap("scores (before softmax)", DIVERGING, col_axis="top", bar_title="score, before softmax")
         self.weights = Heatmap("weights (softmax, rows sum to 1)", SEQUENTIAL, col_axis="top", bar_title="weight 0..1")
         self.outputs = Heatmap("outputs (context vectors)", DIVERGING, row_title="query i",

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from explorer.core.lessons.why_attention import TRANSFORMER, WINDOW, Blocks, ParameterCurve, PhraseShift
 from explorer.core.views import symmetric_levels, token_label
@@ -20,6 +20,7 @@ from explorer.qt.plots.style import style_plots
 from explorer.qt import theme
 from explorer.qt.plots.heatmap import DIVERGING, Heatmap
 from explorer.qt.plots.plot_items import plain_numbers, use_shrinking_title
+from explorer.qt.widgets.steady import LiveLabel
 
 MIN_MAP_HEIGHT = 230  # px: a 128-row block with its title, axes and colour bar
 WINDOW_TICKS = (2, 8, 32, 128, 512, 1024)  # window sizes labelled on the log axis
@@ -30,12 +31,9 @@ Y_RANGE = (2.0, 8.0)  # log10(parameters): every count of both models from n = 2
 COLOURS = {TRANSFORMER: "#3a7bd5", WINDOW: "#c85a00"}
 
 
-def sentence_label() -> QLabel:
-    """A wrapped label for a sentence of the lesson."""
-    label = QLabel()
-    label.setWordWrap(True)
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    return label
+def sentence_label() -> LiveLabel:
+    """A wrapped label for a sentence of the lesson, which follows every keystroke."""
+    return LiveLabel(text_format=Qt.TextFormat.PlainText)
 
 
 def _matrix(title: str, out: str) -> Heatmap:
@@ -66,8 +64,7 @@ class BlocksView(QWidget):
         for box, maps in ((self.window_box, (self.block_a, self.block_b)), (self.shared_box, tuple(self.shared.values()))):
             column = QVBoxLayout(box)
             column.setContentsMargins(0, 0, 0, 0)
-            self.captions[box] = title = QLabel()
-            title.setWordWrap(True)
+            self.captions[box] = title = LiveLabel()
             column.addWidget(title)
             row = QHBoxLayout()
             for hm in maps:
