@@ -44,3 +44,29 @@ def test_ctrl_c_while_the_command_starts_is_one_line_and_status_130(tmp_path, af
         return
     assert proc.returncode == 130 and err.strip() == STARTING_INTERRUPTED, err
     assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_ctrl_c_while_the_optimizer_is_made_is_one_line_and_status_130(tmp_path, monkeypatch, capsys):
+    """Making the optimizer imports torch._dynamo (a second or more on a busy machine): a SIGINT
+    there (in CI, 1.0 s after start) ended with a traceback and status -2, past the held import."""
+    import model.training.loop as loop
+    from model import train as train_cli
+
+    made = []
+
+    def make_optimizer(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0)  # the handler runs here
+        made.append(True)
+        return original(*args, **kwargs)
+
+    original = loop.make_optimizer
+    monkeypatch.setattr(loop, "make_optimizer", make_optimizer)
+    for name in ("train.txt", "val.txt"):
+        (tmp_path / name).write_text("\n\n".join("the cat sat on the mat and ran ." for _ in range(40)), encoding="utf-8")
+    status = train_cli.main(["--corpus", str(tmp_path / "train.txt"), "--val", str(tmp_path / "val.txt"),
+                             "--out", str(tmp_path / "m.safetensors"), "--steps", "5", "--quiet"])
+    assert made == [True] and status == 130
+    assert capsys.readouterr().err.strip() == STARTING_INTERRUPTED
+    assert not (tmp_path / "m.safetensors").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,7 +24,7 @@ from model.training import distributed
 from model.checkpoint import save_checkpoint
 from model.training.distributed import ONE_PROCESS, Ranks
 from model.tokens.tokenizer import Tokenizer
-from model.training.interrupts import EXIT_INTERRUPTED
+from model.training.interrupts import EXIT_INTERRUPTED, STARTING_INTERRUPTED, held_interrupts
 from model.training.progress import Progress
 from model.core.transformer import GPT
 
@@ -325,6 +326,16 @@ def train(run: Run, t0: float, ranks: Ranks = ONE_PROCESS) -> int:
     if warning:  # said first, so that a run of hours can be stopped, and again at its end
         progress.error(warning)
     try:
-        return Trainer(run, t0, ranks, progress).loop()
+        # Making the optimizer imports torch._dynamo (a second or more on a busy machine): a Ctrl+C
+        # in it ended with a 40-line traceback and status -2. It is held until the trainer is made.
+        with held_interrupts():
+            trainer = Trainer(run, t0, ranks, progress)
+    except KeyboardInterrupt:  # before the first step: nothing to save
+        progress.close()
+        if ranks.is_main:
+            print(STARTING_INTERRUPTED, file=sys.stderr)
+        return EXIT_INTERRUPTED
+    try:
+        return trainer.loop()
     finally:
         progress.close()
